@@ -1,0 +1,39 @@
+// dllm: command-line front end. Each subcommand lives in its own cmd_*.cpp and registers itself.
+#include <algorithm>
+#include <cstdio>
+
+#include "command.h"
+#include "dllm/error.h"
+
+namespace dllm::cli {
+
+std::vector<CommandEntry>& command_registry() {
+  static std::vector<CommandEntry> registry;
+  return registry;
+}
+
+int& exit_status() {
+  static int status = 0;
+  return status;
+}
+
+}  // namespace dllm::cli
+
+int main(int argc, char** argv) {
+  using namespace dllm::cli;
+  CLI::App app{"dllm: run diffusion language models (LLaDA, Dream) on CPU"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "dllm 0.1.0");
+  auto& registry = command_registry();
+  std::sort(registry.begin(), registry.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+  for (auto& entry : registry) entry.setup(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dllm: error: %s\n", e.what());
+    return 1;
+  }
+  return exit_status();
+}
