@@ -1,0 +1,46 @@
+// y[M, N] (+)= x[M, K] · Wᵀ for a PyTorch-layout weight W[N, K], run by oneDNN's matmul with the weight reordered
+// once, at load, into the blocked layout its kernels want. Two compute types:
+//   kF32  - f32 weights and activations (the exact path the golden tests use);
+//   kBF16 - bf16 weights and activations, f32 accumulation and output (vdpbf16ps; the fast path).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "core/dtype.h"
+#include "dllm/dllm.h"
+
+namespace dllm {
+
+// bf16 matmuls need AVX512_BF16 (or AMX) in oneDNN; elsewhere the fast path falls back to f32 compute.
+bool bf16_matmul_supported();
+ComputeType effective_compute(ComputeType requested);
+
+class Linear {
+ public:
+  Linear();
+  // weight: [out_features, in_features] of dtype `stored` (F32/F16/BF16), read once here, not kept.
+  Linear(const void* weight, DType stored, int64_t out_features, int64_t in_features, ComputeType compute);
+  ~Linear();
+  Linear(Linear&&) noexcept;
+  Linear& operator=(Linear&&) noexcept;
+
+  // y = x·Wᵀ, or y += x·Wᵀ when accumulate (the residual add fused into the matmul).
+  void forward(const float* x, int64_t rows, float* y, bool accumulate = false) const;
+
+  int64_t out_features() const { return out_; }
+  int64_t in_features() const { return in_; }
+  ComputeType compute() const { return compute_; }
+  size_t weight_bytes() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  int64_t out_ = 0, in_ = 0;
+  ComputeType compute_ = ComputeType::kF32;
+};
+
+}  // namespace dllm

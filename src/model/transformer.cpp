@@ -1,0 +1,116 @@
+#include "model/transformer.h"
+
+#include <numeric>
+
+#include "core/error.h"
+
+namespace dllm {
+
+std::vector<float> load_vector(Checkpoint& ckpt, const std::string& name, int64_t size) {
+  const TensorView& t = ckpt.take(name, {size});
+  std::vector<float> out(static_cast<size_t>(size));
+  convert_to_f32(t.dtype, t.data, out.data(), out.size());
+  return out;
+}
+
+Linear load_linear(Checkpoint& ckpt, const std::string& name, int64_t out_features, int64_t in_features,
+                   ComputeType compute) {
+  const TensorView& t = ckpt.take(name, {out_features, in_features});
+  return Linear(t.data, t.dtype, out_features, in_features, compute);
+}
+
+Transformer::Transformer(TransformerConfig config, std::unique_ptr<Checkpoint> checkpoint,
+                         TransformerWeights weights)
+    : config_(std::move(config)),
+      checkpoint_(std::move(checkpoint)),
+      weights_(std::move(weights)),
+      rope_(config_.info.head_dim, config_.rope_theta, 512) {}
+
+void Transformer::embed(std::span<const int32_t> tokens, float* out) const {
+  const TensorView& e = *weights_.embedding;
+  const int64_t d = config_.info.d_model;
+  const size_t row_bytes = static_cast<size_t>(d) * dtype_size(e.dtype);
+  for (size_t i = 0; i < tokens.size(); ++i)
+    convert_to_f32(e.dtype, e.data + static_cast<size_t>(tokens[i]) * row_bytes, out + i * d, static_cast<size_t>(d));
+}
+
+Expected<std::vector<float>> Transformer::forward(const ForwardInput& input) {
+  return capture([&] { return run(input); });
+}
+
+std::vector<float> Transformer::run(const ForwardInput& input) {
+  const ModelInfo& mi = config_.info;
+  const int64_t batch = input.batch;
+  if (batch <= 0 || input.tokens.empty() || input.tokens.size() % static_cast<size_t>(batch) != 0)
+    fail("forward: ", input.tokens.size(), " tokens do not split into ", batch, " equal rows");
+  const int64_t seq = static_cast<int64_t>(input.tokens.size()) / batch;
+  if (input.logits_from < 0 || input.logits_from >= seq)
+    fail("forward: logits_from ", input.logits_from, " outside [0, ", seq, ")");
+  for (int32_t t : input.tokens)
+    if (t < 0 || t >= mi.vocab_size) fail("forward: token id ", t, " is outside the vocabulary [0, ", mi.vocab_size, ")");
+
+  std::lock_guard<std::mutex> lock(mutex_);
+  const int64_t n = batch * seq, d = mi.d_model, hd = mi.head_dim;
+  const int64_t q_dim = mi.n_heads * hd, kv_dim = mi.n_kv_heads * hd, ffn = mi.ffn_hidden;
+  x_.resize(n * d);
+  h_.resize(n * d);
+  q_.resize(n * q_dim);
+  k_.resize(n * kv_dim);
+  v_.resize(n * kv_dim);
+  att_.resize(n * q_dim);
+  gate_.resize(n * ffn);
+  up_.resize(n * ffn);
+
+  std::vector<int64_t> positions(n);
+  for (int64_t b = 0; b < batch; ++b) std::iota(positions.begin() + b * seq, positions.begin() + (b + 1) * seq, 0);
+  rope_.ensure(seq);
+
+  auto record = [&](const float* src) {
+    if (input.hidden_states) input.hidden_states->emplace_back(src, src + seq * d);  // row 0
+  };
+  if (input.hidden_states) input.hidden_states->clear();
+
+  embed(input.tokens, x_.data());
+  record(x_.data());
+  for (size_t l = 0; l < weights_.layers.size(); ++l) {
+    const LayerWeights& w = weights_.layers[l];
+    rms_norm(x_.data(), w.attn_norm.data(), n, d, config_.rms_eps, h_.data());
+    w.q.forward(h_.data(), n, q_.data());
+    w.k.forward(h_.data(), n, k_.data());
+    w.v.forward(h_.data(), n, v_.data());
+    if (config_.qkv_bias) {
+      add_bias(q_.data(), w.q_bias.data(), n, q_dim);
+      add_bias(k_.data(), w.k_bias.data(), n, kv_dim);
+      add_bias(v_.data(), w.v_bias.data(), n, kv_dim);
+    }
+    rope_neox(q_.data(), n, mi.n_heads, positions.data(), rope_);
+    rope_neox(k_.data(), n, mi.n_kv_heads, positions.data(), rope_);
+    attention(q_.data(), k_.data(), v_.data(), batch, seq, seq, mi.n_heads, mi.n_kv_heads, hd, nullptr,
+              att_.data());
+    w.o.forward(att_.data(), n, x_.data(), /*accumulate=*/true);
+
+    rms_norm(x_.data(), w.ffn_norm.data(), n, d, config_.rms_eps, h_.data());
+    w.gate.forward(h_.data(), n, gate_.data());
+    w.up.forward(h_.data(), n, up_.data());
+    silu_mul(gate_.data(), up_.data(), n * ffn, gate_.data());
+    w.down.forward(gate_.data(), n, x_.data(), /*accumulate=*/true);
+    if (l + 1 < weights_.layers.size()) record(x_.data());
+  }
+
+  // Final norm and head only for the positions whose logits are wanted.
+  const int64_t keep = seq - input.logits_from;
+  std::vector<float> normed(batch * keep * d);
+  for (int64_t b = 0; b < batch; ++b)
+    rms_norm(x_.data() + (b * seq + input.logits_from) * d, weights_.final_norm.data(), keep, d, config_.rms_eps,
+             normed.data() + b * keep * d);
+  if (input.hidden_states) {
+    std::vector<float> all(seq * d);
+    rms_norm(x_.data(), weights_.final_norm.data(), seq, d, config_.rms_eps, all.data());
+    record(all.data());
+  }
+  std::vector<float> logits(static_cast<size_t>(batch * keep * mi.vocab_size));
+  weights_.head.forward(normed.data(), batch * keep, logits.data());
+  return logits;
+}
+
+}  // namespace dllm

@@ -1,0 +1,70 @@
+// Helpers shared by the tests: fixture paths, .npy reading, golden JSON.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace dllm::test {
+
+inline std::string data_path(const std::string& rel) { return std::string(DLLM_TEST_DATA) + "/" + rel; }
+
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot open " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+inline nlohmann::json read_json(const std::string& path) { return nlohmann::json::parse(read_file(path)); }
+
+// JSON lines, or a JSON object whose "cases" field is one object per line (the oracle's generate.json).
+inline std::vector<nlohmann::json> read_cases(const std::string& path) {
+  return read_json(path)["cases"].get<std::vector<nlohmann::json>>();
+}
+
+struct NpyArray {
+  std::vector<int64_t> shape;
+  std::vector<float> data;
+};
+
+// Reads a little-endian float32 C-order .npy file (what the oracle ships).
+inline NpyArray read_npy(const std::string& path) {
+  const std::string bytes = read_file(path);
+  if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0) throw std::runtime_error("not npy: " + path);
+  const int major = static_cast<uint8_t>(bytes[6]);
+  size_t header_len, offset;
+  if (major == 1) {
+    header_len = static_cast<uint8_t>(bytes[8]) | (static_cast<uint8_t>(bytes[9]) << 8);
+    offset = 10;
+  } else {
+    uint32_t len;
+    std::memcpy(&len, bytes.data() + 8, 4);
+    header_len = len;
+    offset = 12;
+  }
+  const std::string header = bytes.substr(offset, header_len);
+  if (header.find("'<f4'") == std::string::npos || header.find("'fortran_order': False") == std::string::npos)
+    throw std::runtime_error("unsupported npy header in " + path + ": " + header);
+  NpyArray a;
+  const size_t open = header.find('(', header.find("'shape'")), close = header.find(')', open);
+  std::stringstream dims(header.substr(open + 1, close - open - 1));
+  std::string item;
+  size_t n = 1;
+  while (std::getline(dims, item, ','))
+    if (item.find_first_not_of(' ') != std::string::npos) {
+      a.shape.push_back(std::stoll(item));
+      n *= static_cast<size_t>(a.shape.back());
+    }
+  a.data.resize(n);
+  std::memcpy(a.data.data(), bytes.data() + offset + header_len, n * 4);
+  return a;
+}
+
+}  // namespace dllm::test
