@@ -75,6 +75,21 @@ BpeModel BpeModel::load(const JNode& model) {
     if (i == tok.size()) m.char_ids_[cp] = id;
   }
 
+  {
+    const std::string meta = "\xE2\x96\x81";
+    bool safe = m.char_ids_.count(0x2581) != 0;
+    for (auto it = m.vocab_.begin(); safe && it != m.vocab_.end(); ++it) {
+      const std::string& t = it->first;
+      for (size_t p = t.find(meta, 1); p != std::string::npos; p = t.find(meta, p + 1)) {
+        if (p < 3 || t.compare(p - 3, 3, meta) != 0) {
+          safe = false;
+          break;
+        }
+      }
+    }
+    m.split_at_metaspace_ = safe;
+  }
+
   JNode merges = model["merges"];
   size_t n = merges.size();
   m.merges_.reserve(n);
@@ -232,6 +247,22 @@ void BpeModel::tokenize(std::string_view word, std::vector<int32_t>& out) const 
       return;
     }
   }
+  if (split_at_metaspace_ && word.size() > 64) {
+    const std::string_view meta = "\xE2\x96\x81";
+    size_t start = 0;
+    for (size_t p = word.find(meta, 1); p != std::string_view::npos; p = word.find(meta, p + 3)) {
+      if (p > start && (p < 3 || word.compare(p - 3, 3, meta) != 0)) {
+        tokenize_word(word.substr(start, p - start), out);
+        start = p;
+      }
+    }
+    tokenize_word(word.substr(start), out);
+    return;
+  }
+  tokenize_word(word, out);
+}
+
+void BpeModel::tokenize_word(std::string_view word, std::vector<int32_t>& out) const {
   thread_local std::vector<Symbol> syms;
   initial_symbols(word, syms);
   merge(syms);

@@ -89,6 +89,7 @@ class BpeModel {
   };
   void initial_symbols(std::string_view word, std::vector<Symbol>& syms) const;
   void merge(std::vector<Symbol>& syms) const;
+  void tokenize_word(std::string_view word, std::vector<int32_t>& out) const;
 
   VocabMap vocab_;
   std::vector<std::string> id_to_token_;
@@ -101,6 +102,9 @@ class BpeModel {
   bool fuse_unk_ = false;
   bool byte_fallback_ = false;
   bool ignore_merges_ = false;
+  // SentencePiece-style vocabularies: when no token has a "▁" right after another character (except in runs
+  // of "▁"), BPE cannot merge across such a boundary, so a long segment is split there first (same result).
+  bool split_at_metaspace_ = false;
   int32_t byte_ids_[256];  // <0xNN> tokens for byte_fallback, -1 when absent
 };
 

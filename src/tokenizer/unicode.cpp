@@ -77,15 +77,9 @@ bool compose_pair(uint32_t a, uint32_t b, uint32_t* out) {
 
 const char* unicode_tables_version() { return ud::kUnicodeVersion; }
 
-std::string unicode_normalize(std::string_view s, NormForm form) {
-  bool ascii = true;
-  for (char c : s) {
-    if (static_cast<unsigned char>(c) >= 0x80) {
-      ascii = false;
-      break;
-    }
-  }
-  if (ascii) return std::string(s);
+namespace {
+
+std::string normalize_chunk(std::string_view s, NormForm form) {
   bool compat = form == NormForm::NFKC || form == NormForm::NFKD;
   bool compose = form == NormForm::NFC || form == NormForm::NFKC;
 
@@ -147,6 +141,32 @@ std::string unicode_normalize(std::string_view s, NormForm form) {
   std::string out;
   out.reserve(s.size() + 8);
   for (uint32_t cp : cps) utf8_append(out, cp);
+  return out;
+}
+
+}  // namespace
+
+// ASCII characters are never decomposed, reordered or composed onto a previous character (no composition has an
+// ASCII second element), so only the non-ASCII runs, each with the ASCII character before it, need the full
+// algorithm.
+std::string unicode_normalize(std::string_view s, NormForm form) {
+  std::string out;
+  out.reserve(s.size());
+  size_t i = 0;
+  while (i < s.size()) {
+    size_t j = i;
+    while (j < s.size() && static_cast<unsigned char>(s[j]) < 0x80) ++j;
+    if (j == s.size()) {
+      out.append(s.substr(i));
+      break;
+    }
+    size_t start = j > i ? j - 1 : j;  // the ASCII character before the run may compose with it
+    out.append(s.substr(i, start - i));
+    size_t k = j;
+    while (k < s.size() && static_cast<unsigned char>(s[k]) >= 0x80) ++k;
+    out += normalize_chunk(s.substr(start, k - start), form);
+    i = k;
+  }
   return out;
 }
 

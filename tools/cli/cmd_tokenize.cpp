@@ -1,0 +1,114 @@
+// `dllm tokenize` and `dllm detokenize`: text <-> ids with a model's tokenizer.json, one JSON value per line.
+//   dllm tokenize -t PATH [--special]          stdin: one JSON string per line  -> stdout: one JSON array of ids
+//   dllm detokenize -t PATH [--skip-special]   stdin: one JSON array per line   -> stdout: one JSON string
+//   dllm tokenize -t PATH --bench FILE [--repeat N]   encode FILE (single thread) and print MB/s
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "command.h"
+#include "core/error.h"
+#include "tokenizer/tokenizer.h"
+
+namespace dllm::cli {
+namespace {
+
+struct TokenizeOptions {
+  std::string path;
+  bool special = false;
+  std::string bench_file;
+  int repeat = 5;
+};
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(path, ": cannot open file");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void run_bench(const Tokenizer& tok, const TokenizeOptions& o) {
+  std::string text = read_all(o.bench_file);
+  if (text.empty()) fail(o.bench_file, ": file is empty");
+  size_t n_ids = tok.encode(text, false).size();  // warm-up
+  double best = 1e30;
+  for (int r = 0; r < std::max(1, o.repeat); ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    n_ids = tok.encode(text, false).size();
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::min(best, s);
+  }
+  double mb = static_cast<double>(text.size()) / 1e6;
+  std::printf("%s: %.2f MB, %zu tokens, best of %d: %.3f s, %.2f MB/s, %.0f tokens/s\n", o.bench_file.c_str(), mb, n_ids,
+              std::max(1, o.repeat), best, mb / best, static_cast<double>(n_ids) / best);
+}
+
+void run_tokenize(const TokenizeOptions& o) {
+  Tokenizer tok = Tokenizer::load(o.path);
+  if (!o.bench_file.empty()) {
+    run_bench(tok, o);
+    return;
+  }
+  std::string line;
+  size_t lineno = 0;
+  while (std::getline(std::cin, line)) {
+    ++lineno;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::exception& e) {
+      fail("stdin line ", lineno, ": expected a JSON string: ", e.what());
+    }
+    if (!j.is_string()) fail("stdin line ", lineno, ": expected a JSON string, got ", j.type_name());
+    std::cout << nlohmann::json(tok.encode(j.get_ref<const std::string&>(), o.special)).dump() << '\n';
+  }
+}
+
+struct DetokenizeOptions {
+  std::string path;
+  bool skip_special = false;
+};
+
+void run_detokenize(const DetokenizeOptions& o) {
+  Tokenizer tok = Tokenizer::load(o.path);
+  std::string line;
+  size_t lineno = 0;
+  while (std::getline(std::cin, line)) {
+    ++lineno;
+    std::vector<int32_t> ids;
+    try {
+      ids = nlohmann::json::parse(line).get<std::vector<int32_t>>();
+    } catch (const nlohmann::json::exception& e) {
+      fail("stdin line ", lineno, ": expected a JSON array of ids: ", e.what());
+    }
+    std::cout << nlohmann::json(tok.decode(ids, o.skip_special)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+              << '\n';
+  }
+}
+
+const RegisterCommand kTokenize("tokenize", [](CLI::App& app) {
+  auto o = std::make_shared<TokenizeOptions>();
+  auto* cmd = app.add_subcommand("tokenize", "Text to ids: one JSON string per stdin line -> one JSON array of ids");
+  cmd->add_option("-t,--tokenizer", o->path, "tokenizer.json, or a model directory containing it")->required();
+  cmd->add_flag("--special", o->special, "Add special tokens (run the post-processor, e.g. BOS)");
+  cmd->add_option("--bench", o->bench_file, "Instead: encode this file (single thread) and print MB/s");
+  cmd->add_option("--repeat", o->repeat, "Benchmark repetitions (best is reported)");
+  cmd->callback([o] { run_tokenize(*o); });
+});
+
+const RegisterCommand kDetokenize("detokenize", [](CLI::App& app) {
+  auto o = std::make_shared<DetokenizeOptions>();
+  auto* cmd = app.add_subcommand("detokenize", "Ids to text: one JSON array per stdin line -> one JSON string");
+  cmd->add_option("-t,--tokenizer", o->path, "tokenizer.json, or a model directory containing it")->required();
+  cmd->add_flag("--skip-special", o->skip_special, "Leave out special tokens");
+  cmd->callback([o] { run_detokenize(*o); });
+});
+
+}  // namespace
+}  // namespace dllm::cli
