@@ -172,6 +172,8 @@ def main():
     ap.add_argument("--eval-batch", type=int, default=16)
     ap.add_argument("--eval-ratios", type=float, nargs="+", default=[0.15, 0.5, 0.85])
     ap.add_argument("--ckpt-every", type=int, default=100)
+    ap.add_argument("--stop-at", type=int, default=0, help="save a checkpoint and stop after this step "
+                    "(simulates an interruption; continue with --resume)")
     ap.add_argument("--bench", type=int, default=0, help="only time this many steps, write nothing")
     args = ap.parse_args()
 
@@ -273,8 +275,11 @@ def main():
             continue
         if done % args.eval_every == 0 or done == end:
             eval_time += run_eval(done, tokens)
-        if done % args.ckpt_every == 0 or done == end:
+        if done % args.ckpt_every == 0 or done == end or done == args.stop_at:
             save(done, elapsed_before + time.time() - t_start)
+        if done == args.stop_at:
+            print(f"stopping at step {done} (--stop-at)", flush=True)
+            break
     if args.bench:
         print(f"bench: {real_tokens / (time.time() - t_start):.0f} tok/s")
 
