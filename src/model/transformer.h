@@ -34,6 +34,9 @@ struct LayerWeights {
 
 struct TransformerWeights {
   const TensorView* embedding = nullptr;  // (vocab, d), used in place from the mapped file
+  // Set instead when the weights do not come from a file (random models for benchmarks).
+  std::shared_ptr<TensorView> owned_embedding;
+  std::shared_ptr<std::vector<uint8_t>> owned_embedding_data;
   std::vector<LayerWeights> layers;
   std::vector<float> final_norm;  // (d)
   Linear head;                    // (vocab, d)
