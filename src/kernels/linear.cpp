@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "kernels/onednn.h"
+#include "kernels/profile.h"
 
 namespace dllm {
 
@@ -87,6 +88,7 @@ size_t Linear::weight_bytes() const { return impl_ ? impl_->weight_md.get_size()
 
 void Linear::forward(const float* x, int64_t rows, float* y, bool accumulate) const {
   if (rows <= 0) return;
+  ScopedKernelTimer timer(KernelKind::kMatmul);
   auto& eng = onednn_engine();
   std::lock_guard<std::mutex> lock(impl_->mutex);
   auto key = std::make_pair(rows, accumulate);

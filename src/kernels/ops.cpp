@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/profile.h"
 #include "kernels/simd_math.h"
 
 namespace dllm {
@@ -47,6 +48,7 @@ inline float exp_shifted_sum(float* s, int64_t n, float max) {
 }  // namespace
 
 void rms_norm(const float* x, const float* w, int64_t rows, int64_t dim, float eps, float* out) {
+  ScopedKernelTimer timer(KernelKind::kNorm);
 #pragma omp parallel for schedule(static) if (rows * dim > 32768)
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * dim;
@@ -81,6 +83,7 @@ void RopeTable::ensure(int64_t max_positions) {
 }
 
 void rope_neox(float* x, int64_t rows, int64_t n_heads, const int64_t* positions, const RopeTable& table) {
+  ScopedKernelTimer timer(KernelKind::kRope);
   const int64_t hd = table.head_dim(), half = hd / 2;
 #pragma omp parallel for schedule(static) if (rows * n_heads * hd > 32768)
   for (int64_t r = 0; r < rows; ++r) {
@@ -99,6 +102,7 @@ void rope_neox(float* x, int64_t rows, int64_t n_heads, const int64_t* positions
 
 void attention(const float* q, const float* k, const float* v, int64_t batch, int64_t q_len, int64_t kv_len,
                int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, const uint8_t* key_valid, float* out) {
+  ScopedKernelTimer timer(KernelKind::kAttention);
   const int64_t q_dim = n_heads * head_dim, kv_dim = n_kv_heads * head_dim;
   const int64_t rep = n_heads / n_kv_heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
@@ -135,6 +139,7 @@ void attention(const float* q, const float* k, const float* v, int64_t batch, in
 }
 
 void silu_mul(const float* gate, const float* up, int64_t n, float* out) {
+  ScopedKernelTimer timer(KernelKind::kActivation);
   constexpr int64_t kChunk = 4096;
 #pragma omp parallel for schedule(static) if (n > 65536)
   for (int64_t c = 0; c < n; c += kChunk) {
@@ -154,6 +159,7 @@ void silu_mul(const float* gate, const float* up, int64_t n, float* out) {
 }
 
 void add_bias(float* y, const float* bias, int64_t rows, int64_t n) {
+  ScopedKernelTimer timer(KernelKind::kOther);
   for (int64_t r = 0; r < rows; ++r)
 #pragma omp simd
     for (int64_t i = 0; i < n; ++i) y[r * n + i] += bias[i];

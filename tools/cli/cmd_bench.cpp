@@ -1,0 +1,169 @@
+// `dllm bench`: time forward passes of a model (a directory, or a random model of a named shape) and report
+// tokens/s, achieved GFLOP/s and the fraction of this machine's measured peak, with a per-kernel breakdown.
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <numeric>
+
+#include "command.h"
+#include "common.h"
+#include "core/error.h"
+#include "kernels/peak.h"
+#include "kernels/profile.h"
+#include "model/random_model.h"
+
+namespace dllm::cli {
+namespace {
+
+struct BenchOptions {
+  std::string model;
+  std::string shape;
+  int64_t layers = 0;
+  int64_t tokens = 256;
+  int64_t batch = 1;
+  int64_t logits_from = 0;
+  int repeat = 5;
+  std::string dtype = "bf16";
+  int threads = 0;
+  bool json = false;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+// Multiply-adds x2 of one forward: the linear layers, attention's two matmuls, and the head on the kept rows.
+struct FlopCount {
+  double linear = 0, attention = 0, head = 0;
+  double total() const { return linear + attention + head; }
+};
+
+FlopCount count_flops(const ModelInfo& m, int64_t batch, int64_t seq, int64_t logits_from) {
+  const double n = static_cast<double>(batch * seq), d = m.d_model;
+  const double q_dim = m.n_heads * m.head_dim, kv_dim = m.n_kv_heads * m.head_dim;
+  FlopCount f;
+  f.linear = 2.0 * n * m.n_layers * (d * (q_dim + 2 * kv_dim) + q_dim * d + 3.0 * d * m.ffn_hidden);
+  f.attention = 4.0 * batch * static_cast<double>(seq) * seq * q_dim * m.n_layers;
+  f.head = 2.0 * batch * (seq - logits_from) * d * m.vocab_size;
+  return f;
+}
+
+void run_bench(const BenchOptions& o) {
+  if (o.threads > 0) omp_set_num_threads(o.threads);
+  if (o.model.empty() == o.shape.empty()) fail("give either -m DIR or --shape NAME");
+  if (o.tokens <= 0 || o.batch <= 0 || o.repeat <= 0) fail("--tokens, --batch and --repeat must be > 0");
+  if (o.logits_from < 0 || o.logits_from >= o.tokens) fail("--logits-from must be in [0, --tokens)");
+  const ComputeType requested = parse_dtype(o.dtype);
+  std::shared_ptr<Model> model;
+  if (!o.model.empty()) {
+    model = load_model_or_throw(o.model, requested, o.threads, o.json);
+  } else {
+    if (!o.json) std::fprintf(stderr, "dllm: building random model '%s'...\n", o.shape.c_str());
+    model = make_random_model(find_shape(o.shape), o.layers, requested, 1234);
+  }
+  const ModelInfo& mi = model->info();
+  const double peak_f32 = measure_f32_fma_peak_gflops();
+  // vdpbf16ps does two multiply-adds per f32 lane: the bf16 peak is twice the f32 FMA peak where it exists.
+  const double peak = mi.compute == ComputeType::kBF16 ? 2 * peak_f32 : peak_f32;
+
+  std::vector<int32_t> tokens(static_cast<size_t>(o.batch * o.tokens));
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 7919 + 13) % mi.vocab_size);
+  ForwardInput in;
+  in.tokens = tokens;
+  in.batch = o.batch;
+  in.logits_from = o.logits_from;
+  model->forward(in).value();  // warm-up: primitive creation, page faults
+
+  std::vector<double> times;
+  KernelProfile::reset();
+  KernelProfile::enabled = true;
+  for (int r = 0; r < o.repeat; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    model->forward(in).value();
+    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  KernelProfile::enabled = false;
+  const double t = median(times);
+  const FlopCount flops = count_flops(mi, o.batch, o.tokens, o.logits_from);
+  const double gflops = flops.total() / t / 1e9;
+  const double tok_s = static_cast<double>(o.batch * o.tokens) / t;
+  const double total_measured = std::accumulate(times.begin(), times.end(), 0.0);
+
+  nlohmann::json breakdown = nlohmann::json::object();
+  double kernel_sum = 0;
+  for (int k = 0; k < static_cast<int>(KernelKind::kCount); ++k) {
+    kernel_sum += KernelProfile::seconds[k];
+    breakdown[KernelProfile::name(static_cast<KernelKind>(k))] = KernelProfile::seconds[k] / total_measured;
+  }
+  breakdown["rest (embedding, glue)"] = std::max(0.0, 1.0 - kernel_sum / total_measured);
+  const double matmul_gflops = (flops.linear + flops.head) / (KernelProfile::seconds[0] / o.repeat) / 1e9;
+
+  if (o.json) {
+    nlohmann::json out = {{"model", mi.path},
+                          {"compute", dtype_label(mi.compute)},
+                          {"threads", omp_get_max_threads()},
+                          {"layers", mi.n_layers},
+                          {"batch", o.batch},
+                          {"tokens", o.tokens},
+                          {"logits_from", o.logits_from},
+                          {"seconds_median", t},
+                          {"seconds_all", times},
+                          {"tokens_per_second", tok_s},
+                          {"gflops", gflops},
+                          {"gflop_per_forward", flops.total() / 1e9},
+                          {"peak_gflops", peak},
+                          {"peak_f32_fma_gflops_measured", peak_f32},
+                          {"fraction_of_peak", gflops / peak},
+                          {"matmul_gflops", matmul_gflops},
+                          {"time_fraction", breakdown}};
+    std::printf("%s\n", out.dump(2).c_str());
+    return;
+  }
+  std::printf("model      %s (%s, %lld layers, d=%lld, ffn=%lld, vocab %lld)\n", mi.path.c_str(),
+              mi.architecture.c_str(), static_cast<long long>(mi.n_layers), static_cast<long long>(mi.d_model),
+              static_cast<long long>(mi.ffn_hidden), static_cast<long long>(mi.vocab_size));
+  std::printf("forward    batch %lld x %lld tokens, logits for %lld positions, compute %s, %d threads\n",
+              static_cast<long long>(o.batch), static_cast<long long>(o.tokens),
+              static_cast<long long>(o.tokens - o.logits_from), dtype_label(mi.compute).c_str(),
+              omp_get_max_threads());
+  std::printf("time       %.4f s median of %d (min %.4f, max %.4f)\n", t, o.repeat,
+              *std::min_element(times.begin(), times.end()), *std::max_element(times.begin(), times.end()));
+  std::printf("speed      %.1f tokens/s, %.1f GFLOP/s (%.2f GFLOP per forward)\n", tok_s, gflops, flops.total() / 1e9);
+  std::printf("peak       %.1f GFLOP/s %s (measured f32 FMA peak %.1f) -> %.1f%% of peak end to end\n", peak,
+              mi.compute == ComputeType::kBF16 ? "bf16 (2x f32 FMA)" : "f32 FMA", peak_f32, 100 * gflops / peak);
+  std::printf("matmuls    %.1f GFLOP/s inside the matmul kernels (%.1f%% of peak)\n", matmul_gflops,
+              100 * matmul_gflops / peak);
+  std::printf("breakdown ");
+  for (auto it = breakdown.begin(); it != breakdown.end(); ++it)
+    std::printf(" %s %.1f%%", it.key().c_str(), 100 * it.value().get<double>());
+  std::printf("\n");
+}
+
+void setup(CLI::App& app) {
+  auto o = std::make_shared<BenchOptions>();
+  auto* cmd = app.add_subcommand("bench", "Time forward passes: tokens/s, GFLOP/s and % of this machine's peak");
+  cmd->add_option("-m,--model", o->model, "Model directory");
+  std::string shapes;
+  for (const auto& s : known_shapes()) shapes += (shapes.empty() ? "" : ", ") + s.name;
+  cmd->add_option("--shape", o->shape, "Random model of a named shape instead of -m: " + shapes);
+  cmd->add_option("--layers", o->layers, "With --shape: number of layers (0 = the shape's own)")->capture_default_str();
+  cmd->add_option("--tokens", o->tokens, "Sequence length of each forward")->capture_default_str();
+  cmd->add_option("--batch", o->batch, "Rows per forward")->capture_default_str();
+  cmd->add_option("--logits-from", o->logits_from,
+                  "Compute logits only from this position on (generation skips the prompt)")
+      ->capture_default_str();
+  cmd->add_option("--repeat", o->repeat, "Timed forwards (the median is reported)")->capture_default_str();
+  cmd->add_option("--dtype", o->dtype, "Matmul compute type: bf16 | f32")->capture_default_str();
+  cmd->add_option("-t,--threads", o->threads, "Threads (0 = all cores)")->capture_default_str();
+  cmd->add_flag("--json", o->json, "Print the results as one JSON object");
+  cmd->callback([o] { run_bench(*o); });
+}
+
+RegisterCommand registration("bench", setup);
+
+}  // namespace
+}  // namespace dllm::cli

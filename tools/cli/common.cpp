@@ -1,0 +1,73 @@
+#include "common.h"
+
+#include <omp.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace dllm::cli {
+
+std::string default_model_path() { return std::string(DLLM_SOURCE_DIR) + "/models/demo"; }
+
+std::vector<int32_t> parse_ids(const std::string& text) {
+  std::vector<int32_t> ids;
+  std::string item;
+  std::stringstream ss(text);
+  while (std::getline(ss, item, ',')) {
+    std::stringstream words(item);
+    std::string word;
+    while (words >> word) {
+      size_t used = 0;
+      long long v = 0;
+      try {
+        v = std::stoll(word, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used != word.size() || v < 0 || v > INT32_MAX) fail("--prompt-ids: '", word, "' is not a token id");
+      ids.push_back(static_cast<int32_t>(v));
+    }
+  }
+  return ids;
+}
+
+ComputeType parse_dtype(const std::string& name) {
+  if (name == "f32") return ComputeType::kF32;
+  if (name == "bf16") return ComputeType::kBF16;
+  fail("--dtype: '", name, "' is not one of f32, bf16");
+}
+
+std::string dtype_label(ComputeType t) { return t == ComputeType::kBF16 ? "bf16" : "f32"; }
+
+std::shared_ptr<Model> load_model_or_throw(const std::string& path, ComputeType compute, int threads, bool quiet) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    if (path == default_model_path()) fail("no model given (-m DIR) and the demo model ", path, " is not present");
+    fail(path, ": no such file or directory");
+  }
+  LoadOptions o;
+  o.compute = compute;
+  o.threads = threads;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto model = Model::load(path, o).value();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!quiet) {
+    const auto& i = model->info();
+    std::fprintf(stderr, "dllm: %s (%s, %.1fM params, %lld layers, d=%lld, vocab %lld), compute %s%s, %d threads, loaded in %.2f s\n",
+                 path.c_str(), i.architecture.c_str(), i.n_params / 1e6, static_cast<long long>(i.n_layers),
+                 static_cast<long long>(i.d_model), static_cast<long long>(i.vocab_size),
+                 dtype_label(i.compute).c_str(),
+                 i.compute != compute ? " (bf16 matmul not supported by this CPU)" : "", omp_get_max_threads(), secs);
+  }
+  return model;
+}
+
+bool stderr_is_terminal() { return ::isatty(2) != 0; }
+bool stdout_is_terminal() { return ::isatty(1) != 0; }
+
+}  // namespace dllm::cli

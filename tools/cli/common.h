@@ -1,0 +1,23 @@
+// Pieces several subcommands share: model path defaults, option parsing helpers, loading with a status line.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dllm/dllm.h"
+
+namespace dllm::cli {
+
+// The model `dllm` uses when -m is not given: the demo model shipped in the repository.
+std::string default_model_path();
+// "480,158,483" or "480 158 483" -> ids; the error names the bad item.
+std::vector<int32_t> parse_ids(const std::string& text);
+ComputeType parse_dtype(const std::string& name);  // "f32" | "bf16"
+std::string dtype_label(ComputeType t);
+// Loads and prints one line about the model to stderr unless quiet.
+std::shared_ptr<Model> load_model_or_throw(const std::string& path, ComputeType compute, int threads, bool quiet);
+bool stderr_is_terminal();
+bool stdout_is_terminal();
+
+}  // namespace dllm::cli
