@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs what building and testing dllm.cpp needs on Debian 12 (the one list CI and the README share).
+set -euo pipefail
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+PACKAGES=(
+  build-essential cmake ninja-build pkg-config
+  libdnnl-dev           # oneDNN: the matmul engine (f32 / bf16 / int8 kernels chosen at run time)
+  nlohmann-json3-dev    # JSON: config.json, safetensors headers, tokenizer.json, the API
+  libcli11-dev          # command-line parsing
+  libpcre2-dev          # tokenizer pre-tokenizer regexes (JIT)
+  libcpp-httplib-dev    # the HTTP server
+  libgtest-dev libgmock-dev
+)
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq "${PACKAGES[@]}"
