@@ -54,8 +54,8 @@ TEST_P(Golden, MatchesReference) {
 
 std::vector<GoldenCase> cases() {
   std::vector<GoldenCase> out;
-  for (const char* t : {"qwen3", "mistral7b", "gpt4o"}) {
-    out.push_back({t, "sample.jsonl"});
+  for (const char* t : {"qwen3", "mistral7b", "gpt4o", "sp_metaspace", "sp_chain", "bl_prefix"}) {
+    if (std::filesystem::exists(test::tokenizer_dir(t) + "/sample.jsonl")) out.push_back({t, "sample.jsonl"});
     if (std::filesystem::exists(test::tokenizer_dir(t) + "/extra.jsonl")) out.push_back({t, "extra.jsonl"});
   }
   return out;
