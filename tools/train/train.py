@@ -195,12 +195,17 @@ def main():
     ckpt_path = os.path.join(args.out, "ckpt.pt")
     start = 0
     elapsed_before = 0.0
+    history = [{"from_step": 0, "args": vars(args)}]
     if args.resume and os.path.exists(ckpt_path):
         ck = torch.load(ckpt_path)
         model.load_state_dict(ck["model"])
         opt.load_state_dict(ck["opt"])
         start = ck["step"]
         elapsed_before = ck.get("elapsed_s", 0.0)
+        history = ck.get("history", [{"from_step": 0, "args": ck["args"]}]) + [{"from_step": start, "args": vars(args)}]
+        if ck["args"]["steps"] != args.steps:
+            print(f"note: --steps changed from {ck['args']['steps']} to {args.steps}: the cosine schedule is "
+                  f"recomputed from step {start} on", flush=True)
         print(f"resumed from {ckpt_path} at step {start}", flush=True)
     n_emb = cfg["embedding_size"] * cfg["d_model"]
     print(f"params {num_params(model)/1e6:.3f}M (non-embedding {(num_params(model) - n_emb)/1e6:.3f}M), "
@@ -212,6 +217,13 @@ def main():
         with open(os.path.join(args.out, "args.json"), "w") as f:
             json.dump(vars(args), f, indent=2)
     mode = "a" if start > 0 else "w"
+    if start > 0 and not args.bench:  # drop log rows written after the checkpoint by the interrupted run
+        for fn in ("train_log.csv", "eval_log.csv"):
+            fp = os.path.join(args.out, fn)
+            if os.path.exists(fp):
+                lines = open(fp, newline="").read().splitlines(keepends=True)
+                keep = lines[:1] + [ln for ln in lines[1:] if ln.strip() and int(ln.split(",")[0]) <= start]
+                open(fp, "w", newline="").writelines(keep)
     tlog = open(os.path.join(args.out, "train_log.csv"), mode, newline="") if not args.bench else None
     elog = open(os.path.join(args.out, "eval_log.csv"), mode, newline="") if not args.bench else None
     tw = csv.writer(tlog) if tlog else None
@@ -223,7 +235,8 @@ def main():
     def save(step, elapsed):
         tmp = ckpt_path + ".tmp"
         torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step, "cfg": cfg,
-                    "args": vars(args), "elapsed_s": elapsed}, tmp)
+                    "args": vars(args), "elapsed_s": elapsed,
+                    "history": history}, tmp)
         os.replace(tmp, ckpt_path)
 
     def run_eval(step, tokens):
