@@ -66,8 +66,12 @@ Checkpoint::Checkpoint(const std::string& dir) : dir_(dir) {
 
 const TensorView& Checkpoint::take(const std::string& name, const std::vector<int64_t>& expected_shape) {
   auto it = tensors_.find(name);
-  if (it == tensors_.end())
-    fail(dir_, ": missing tensor '", name, "' (expected shape ", shape_string(expected_shape), ")");
+  if (it == tensors_.end()) {
+    std::string files;
+    for (const auto& shard : shards_) files += (files.empty() ? "" : ", ") + shard->path();
+    fail(dir_, ": missing tensor '", name, "' (config.json implies shape ", shape_string(expected_shape),
+         "; not in ", files, ")");
+  }
   const TensorView& t = *it->second;
   if (t.shape != expected_shape)
     fail(t.file, ": tensor '", name, "' has shape ", t.shape_string(), " but config.json implies ",

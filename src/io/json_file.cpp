@@ -14,6 +14,7 @@ bool file_exists(const std::string& path) {
 }
 
 nlohmann::json read_json_file(const std::string& path) {
+  if (!file_exists(path)) fail(path, ": cannot open (missing, or not a regular file)");
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(path, ": cannot open");
   std::stringstream ss;

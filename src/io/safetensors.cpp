@@ -108,13 +108,21 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path) {
            " needs ", numel * dtype_size(t.dtype));
     t.data = data_start + begin;
     t.nbytes = end - begin;
+    if (reinterpret_cast<uintptr_t>(t.data) % dtype_size(t.dtype) != 0) {
+      aligned_copies_.push_back(std::make_unique<uint64_t[]>((t.nbytes + 7) / 8));
+      std::memcpy(aligned_copies_.back().get(), t.data, t.nbytes);
+      t.data = reinterpret_cast<const uint8_t*>(aligned_copies_.back().get());
+    }
     auto [slot, inserted] = tensors_.emplace(name, std::move(t));
     spans.push_back({begin, end, &slot->first});
   }
+  // Empty tensors occupy no bytes; among the others, each must start at or after the furthest end seen so far.
+  std::erase_if(spans, [](const Span& s) { return s.begin == s.end; });
   std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.begin < b.begin; });
-  for (size_t i = 1; i < spans.size(); ++i) {
-    if (spans[i].begin < spans[i - 1].end && spans[i].end > spans[i].begin)
-      fail(path, ": tensors '", *spans[i - 1].name, "' and '", *spans[i].name, "' overlap in the data section");
+  for (size_t i = 1, furthest = 0; i < spans.size(); ++i) {
+    if (spans[i].begin < spans[furthest].end)
+      fail(path, ": tensors '", *spans[furthest].name, "' and '", *spans[i].name, "' overlap in the data section");
+    if (spans[i].end > spans[furthest].end) furthest = i;
   }
 }
 

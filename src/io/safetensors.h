@@ -37,6 +37,9 @@ class SafetensorsFile {
  private:
   MappedFile file_;
   std::map<std::string, TensorView> tensors_;
+  // Tensors whose bytes are not aligned to their element size in the file (the format allows it) are copied here,
+  // so that every TensorView::data is aligned for its dtype.
+  std::vector<std::unique_ptr<uint64_t[]>> aligned_copies_;
 };
 
 }  // namespace dllm

@@ -1,6 +1,9 @@
 // LLaDA (GSAI-ML/LLaDA-8B-*, LLaDA-1.5): config.json of LLaDAConfig and the OLMo-style tensor names of
 // modeling_llada.py, mapped onto the shared Transformer. Only the "llama" block with RMSNorm, RoPE and SwiGLU is
 // used by released LLaDA checkpoints; any other setting is rejected by name rather than run wrongly.
+#include <limits>
+#include <optional>
+
 #include "core/error.h"
 #include "model/config_reader.h"
 #include "model/registry.h"
@@ -50,27 +53,50 @@ TransformerConfig parse_config(const Checkpoint& ckpt) {
     if (*hidden <= 0) r.fail_field("mlp_hidden_size", "must be > 0");
     m.ffn_hidden = *hidden;
   } else {
-    m.ffn_hidden = r.positive_int("mlp_ratio") * m.d_model;
+    const int64_t ratio = r.positive_int("mlp_ratio");
+    if (ratio > std::numeric_limits<int64_t>::max() / m.d_model) r.fail_field("mlp_ratio", "* d_model overflows");
+    m.ffn_hidden = ratio * m.d_model;
   }
   const int64_t vocab = r.positive_int("vocab_size");
   m.vocab_size = r.optional_int("embedding_size").value_or(vocab);  // the embedding is padded to this size
   if (m.vocab_size < vocab) r.fail_field("embedding_size", "is smaller than vocab_size");
   m.max_seq_len = r.optional_int("max_sequence_length").value_or(4096);
-  c.rope_theta = static_cast<float>(r.optional_number("rope_theta").value_or(10000.0));
-  c.rms_eps = static_cast<float>(r.optional_number("rms_norm_eps").value_or(1e-5));
-  if (!(c.rope_theta > 0)) r.fail_field("rope_theta", "must be > 0");
-  if (!(c.rms_eps > 0)) r.fail_field("rms_norm_eps", "must be > 0");
+  if (m.max_seq_len <= 0) r.fail_field("max_sequence_length", "must be > 0");
+  // Checked as doubles: a value outside float's range must not reach the (undefined) narrowing conversion.
+  const double rope_theta = r.optional_number("rope_theta").value_or(10000.0);
+  const double rms_eps = r.optional_number("rms_norm_eps").value_or(1e-5);
+  if (!(rope_theta > 0) || !(rope_theta <= std::numeric_limits<float>::max()))
+    r.fail_field("rope_theta", "must be > 0 and finite in float32, got " + std::to_string(rope_theta));
+  if (!(rms_eps > 0) || !(rms_eps <= 1))
+    r.fail_field("rms_norm_eps", "must be in (0, 1], got " + std::to_string(rms_eps));
+  c.rope_theta = static_cast<float>(rope_theta);
+  c.rms_eps = static_cast<float>(rms_eps);
 
-  m.mask_id = static_cast<int32_t>(r.optional_int("mask_token_id").value_or(126336));
-  m.eos_id = static_cast<int32_t>(r.optional_token_id("eos_token_id").value_or(g.optional_token_id("eos_token_id").value_or(-1)));
-  m.pad_id = static_cast<int32_t>(r.optional_token_id("pad_token_id").value_or(m.eos_id));
-  m.bos_id = static_cast<int32_t>(g.optional_token_id("bos_token_id").value_or(r.optional_token_id("bos_token_id").value_or(-1)));
-  m.eot_id = static_cast<int32_t>(
-      r.optional_token_id("eot_token_id").value_or(find_added_token(ckpt.dir(), {"<|eot_id|>"}).value_or(-1)));
-  for (auto [name, id] : {std::pair{"mask_token_id", m.mask_id}, {"eos_token_id", m.eos_id}, {"pad_token_id", m.pad_id}})
-    if (id >= m.vocab_size) r.fail_field(name, "= " + std::to_string(id) + " is outside the vocabulary of " +
-                                                   std::to_string(m.vocab_size));
-  if (m.mask_id < 0) r.fail_field("mask_token_id", "must be >= 0");
+  // Token ids are checked against the (padded) vocabulary before narrowing, naming the file they came from.
+  const int64_t vocab_size = m.vocab_size;
+  auto in_vocab = [&](const ConfigReader& from, const char* key, int64_t id) {
+    if (id < 0 || id >= vocab_size)
+      from.fail_field(key, "= " + std::to_string(id) + " is outside the vocabulary [0, " +
+                               std::to_string(vocab_size) + ")");
+    return static_cast<int32_t>(id);
+  };
+  auto token = [&](const char* key, const ConfigReader& first, const ConfigReader& second) -> std::optional<int32_t> {
+    if (auto v = first.optional_token_id(key)) return in_vocab(first, key, *v);
+    if (auto v = second.optional_token_id(key)) return in_vocab(second, key, *v);
+    return std::nullopt;
+  };
+  m.mask_id = in_vocab(r, "mask_token_id", r.optional_int("mask_token_id").value_or(126336));
+  m.eos_id = token("eos_token_id", r, g).value_or(-1);
+  m.pad_id = token("pad_token_id", r, g).value_or(m.eos_id);
+  m.bos_id = token("bos_token_id", g, r).value_or(-1);
+  if (auto eot = r.optional_token_id("eot_token_id")) {
+    m.eot_id = in_vocab(r, "eot_token_id", *eot);
+  } else if (auto added = find_added_token(ckpt.dir(), {"<|eot_id|>"})) {
+    if (*added < 0 || *added >= vocab_size)
+      fail(ckpt.dir(), "/tokenizer.json: added token <|eot_id|> has id ", *added, ", outside the vocabulary [0, ",
+           vocab_size, ")");
+    m.eot_id = static_cast<int32_t>(*added);
+  }
   m.shift_logits = false;
   m.compute = ComputeType::kF32;
   return c;
@@ -84,7 +110,8 @@ std::shared_ptr<Model> load_llada(std::unique_ptr<Checkpoint> ckpt, const LoadOp
   const ModelInfo& m = c.info;
   const ComputeType ct = c.info.compute;
   const int64_t d = m.d_model, q_dim = m.n_heads * m.head_dim, kv_dim = m.n_kv_heads * m.head_dim;
-  const bool tied = ckpt->config().value("weight_tying", false);
+  const bool tied =
+      ConfigReader(ckpt->config(), ckpt->dir() + "/config.json").optional_bool("weight_tying").value_or(false);
 
   TransformerWeights w;
   w.embedding = &ckpt->take("model.transformer.wte.weight", {m.vocab_size, d});
