@@ -16,7 +16,8 @@ bool is_space(uint32_t cp) {
 
 // Approximation of a "word character" (alphanumeric or '_'): ASCII letters/digits/_ and non-space non-ASCII.
 bool is_word_char(uint32_t cp) {
-  if (cp < 0x80) return (cp >= '0' && cp <= '9') || (cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z') || cp == '_';
+  if (cp < 0x80)
+    return (cp >= '0' && cp <= '9') || (cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z') || cp == '_';
   return !is_space(cp);
 }
 

@@ -20,7 +20,8 @@ void MergeTable::insert(int32_t a, int32_t b, Value v) {
     std::vector<Slot> old = std::move(slots_);
     reserve(std::max<size_t>(old.size(), 16));
     for (const auto& s : old)
-      if (s.key != kEmpty) insert(static_cast<int32_t>(s.key >> 32), static_cast<int32_t>(s.key & 0xffffffffu), s.value);
+      if (s.key != kEmpty)
+        insert(static_cast<int32_t>(s.key >> 32), static_cast<int32_t>(s.key & 0xffffffffu), s.value);
   }
   uint64_t key = make_key(a, b);
   size_t i = hash(key) & mask_;
@@ -123,7 +124,8 @@ BpeModel BpeModel::load(const JNode& model) {
 
 void BpeModel::initial_symbols(std::string_view word, std::vector<Symbol>& syms) const {
   syms.clear();
-  std::optional<Symbol> pending_unk;
+  bool have_unk = false;  // a pending unk symbol (to fuse with following unknown characters)
+  uint32_t unk_len = 0;
   auto push = [&](int32_t id, uint32_t len) {
     syms.push_back({id, static_cast<int32_t>(syms.size()) - 1, static_cast<int32_t>(syms.size()) + 1, len});
   };
@@ -147,10 +149,8 @@ void BpeModel::initial_symbols(std::string_view word, std::vector<Symbol>& syms)
       id = token_to_id(buf);
     }
     if (id) {
-      if (pending_unk) {
-        push(pending_unk->id, pending_unk->len);
-        pending_unk.reset();
-      }
+      if (have_unk) push(*unk_id_, unk_len);
+      have_unk = false;
       push(*id, len);
       continue;
     }
@@ -158,25 +158,24 @@ void BpeModel::initial_symbols(std::string_view word, std::vector<Symbol>& syms)
       bool all = true;
       for (size_t k = start; k < i; ++k) all = all && byte_ids_[static_cast<unsigned char>(word[k])] >= 0;
       if (all) {
-        if (pending_unk) {
-          push(pending_unk->id, pending_unk->len);
-          pending_unk.reset();
-        }
+        if (have_unk) push(*unk_id_, unk_len);
+        have_unk = false;
         for (size_t k = start; k < i; ++k) push(byte_ids_[static_cast<unsigned char>(word[k])], 1);
         continue;
       }
     }
     if (unk_id_) {
-      if (pending_unk && fuse_unk_) {
-        pending_unk->len += len;
+      if (have_unk && fuse_unk_) {
+        unk_len += len;
       } else {
-        if (pending_unk) push(pending_unk->id, pending_unk->len);
-        pending_unk = Symbol{*unk_id_, 0, 0, len};
+        if (have_unk) push(*unk_id_, unk_len);
+        have_unk = true;
+        unk_len = len;
       }
     }
     // Without an unk token the character is dropped, as in HF.
   }
-  if (pending_unk) push(pending_unk->id, pending_unk->len);
+  if (have_unk) push(*unk_id_, unk_len);
   if (!syms.empty()) syms.back().next = -1;
 }
 

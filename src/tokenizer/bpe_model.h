@@ -1,5 +1,6 @@
-// The BPE model of tokenizer.json ("model": {"type": "BPE", ...}): vocab, merges, byte_fallback, unk handling,
-// continuing_subword_prefix / end_of_word_suffix and ignore_merges. Merging runs in O(n log n) per word.
+// The BPE model of tokenizer.json ("model": {"type": "BPE", ...}): vocab, merges, byte_fallback, unk
+// handling, continuing_subword_prefix / end_of_word_suffix and ignore_merges. Merging runs in O(n log n) per
+// word.
 #pragma once
 
 #include <cstdint>

@@ -51,7 +51,8 @@ ChatTemplate ChatTemplate::load(const std::string& path) {
     }
     tok::JNode root(cfg, config_path);
     root.expect_object();
-    for (const char* key : {"bos_token", "eos_token", "unk_token", "pad_token", "sep_token", "cls_token", "mask_token"}) {
+    for (const char* key :
+         {"bos_token", "eos_token", "unk_token", "pad_token", "sep_token", "cls_token", "mask_token"}) {
       auto n = root.opt(key);
       if (!n) continue;
       if (n->json().is_string()) {
@@ -109,7 +110,8 @@ std::string render_impl(const jinja::Template& tmpl, const nlohmann::json& speci
   globals["documents"] = jinja::Value(jinja::None{});
   if (!extra.is_null()) {
     if (!extra.is_object()) fail("chat template: extra variables must be a JSON object");
-    for (auto it = extra.begin(); it != extra.end(); ++it) globals[it.key()] = jinja::Value::from_json(it.value());
+    for (auto it = extra.begin(); it != extra.end(); ++it)
+      globals[it.key()] = jinja::Value::from_json(it.value());
   }
   return tmpl.render(globals);
 }

@@ -18,7 +18,8 @@ class ChatTemplate {
   // Throws dllm::Error when there is no template or it uses something unsupported.
   static ChatTemplate load(const std::string& model_dir_or_tokenizer_config_json);
   // From template text; `special_tokens` gives bos_token / eos_token / ... (strings).
-  static ChatTemplate from_string(const std::string& source, const nlohmann::json& special_tokens = nlohmann::json::object(),
+  static ChatTemplate from_string(const std::string& source,
+                                  const nlohmann::json& special_tokens = nlohmann::json::object(),
                                   const std::string& name = "chat template");
 
   // messages: [{"role": ..., "content": ...}, ...]. `extra` adds template variables (e.g. "tools",

@@ -67,7 +67,10 @@ int parse_byte_token(const std::string& t) {
   int v = 0;
   for (int k = 3; k < 5; ++k) {
     char c = t[k];
-    int d = (c >= '0' && c <= '9') ? c - '0' : (c >= 'A' && c <= 'F') ? c - 'A' + 10 : (c >= 'a' && c <= 'f') ? c - 'a' + 10 : -1;
+    int d = (c >= '0' && c <= '9')   ? c - '0'
+            : (c >= 'A' && c <= 'F') ? c - 'A' + 10
+            : (c >= 'a' && c <= 'f') ? c - 'a' + 10
+                                     : -1;
     if (d < 0) return -1;
     v = v * 16 + d;
   }
@@ -150,9 +153,11 @@ class StripDecoder : public Decoder {
 
 class MetaspaceDecoder : public Decoder {
  public:
-  MetaspaceDecoder(std::string replacement, bool strip_first) : replacement_(std::move(replacement)), strip_first_(strip_first) {}
+  MetaspaceDecoder(std::string replacement, bool strip_first)
+      : replacement_(std::move(replacement)), strip_first_(strip_first) {}
   void decode_chain(std::vector<std::string>& tokens) const override {
-    for (size_t i = 0; i < tokens.size(); ++i) replace_all(tokens[i], replacement_, (i == 0 && strip_first_) ? "" : " ");
+    for (size_t i = 0; i < tokens.size(); ++i)
+      replace_all(tokens[i], replacement_, (i == 0 && strip_first_) ? "" : " ");
   }
 
  private:
@@ -164,7 +169,8 @@ class BpeSuffixDecoder : public Decoder {
  public:
   explicit BpeSuffixDecoder(std::string suffix) : suffix_(std::move(suffix)) {}
   void decode_chain(std::vector<std::string>& tokens) const override {
-    for (size_t i = 0; i < tokens.size(); ++i) replace_all(tokens[i], suffix_, i + 1 == tokens.size() ? "" : " ");
+    for (size_t i = 0; i < tokens.size(); ++i)
+      replace_all(tokens[i], suffix_, i + 1 == tokens.size() ? "" : " ");
   }
 
  private:
@@ -203,14 +209,16 @@ std::unique_ptr<Decoder> make_decoder(const JNode& node) {
     std::string to = node["content"].str();
     if (auto s = pat.opt("String")) return std::make_unique<ReplaceDecoder>(s->str(), to, nullptr);
     if (auto r = pat.opt("Regex"))
-      return std::make_unique<ReplaceDecoder>("", to, std::make_unique<Regex>(r->str(), r->file() + ": " + r->path()));
+      return std::make_unique<ReplaceDecoder>(
+          "", to, std::make_unique<Regex>(r->str(), r->file() + ": " + r->path()));
     pat.fail("expected {\"String\": ...} or {\"Regex\": ...}");
   }
   if (type == "Strip") {
     int64_t start = node.get_int("start", 0), stop = node.get_int("stop", 0);
     if (start < 0) node["start"].fail("must be >= 0");
     if (stop < 0) node["stop"].fail("must be >= 0");
-    return std::make_unique<StripDecoder>(single_char(node["content"]), static_cast<size_t>(start), static_cast<size_t>(stop));
+    return std::make_unique<StripDecoder>(single_char(node["content"]), static_cast<size_t>(start),
+                                          static_cast<size_t>(stop));
   }
   if (type == "Metaspace") {
     bool strip_first = true;

@@ -1,8 +1,9 @@
 // A Jinja2 subset interpreter for chat templates, configured like transformers' chat template environment
-// (trim_blocks, lstrip_blocks, loop controls). Supported: {{ }}, {% if/elif/else %}, {% for ... in ... [if] %} with
-// loop.* and {% else %}, {% set %} (incl. namespace attributes and block set), {% macro %} and calls, break /
-// continue, {% generation %}, comments and whitespace control; Python-like expressions with filters, tests,
-// slicing and the string / dict / list methods templates use. Anything else is an error naming it (and the line).
+// (trim_blocks, lstrip_blocks, loop controls). Supported: {{ }}, {% if/elif/else %}, {% for ... in ... [if]
+// %} with loop.* and {% else %}, {% set %} (incl. namespace attributes and block set), {% macro %} and calls,
+// break / continue, {% generation %}, comments and whitespace control; Python-like expressions with filters,
+// tests, slicing and the string / dict / list methods templates use. Anything else is an error naming it (and
+// the line).
 #pragma once
 
 #include <map>

@@ -12,7 +12,9 @@ namespace {
 
 enum class Flow { Normal, Break, Continue };
 
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
 
 std::string strip_chars(const std::string& s, const Value* chars, bool left, bool right) {
   auto in_set = [&](char c) {
@@ -96,7 +98,9 @@ class Evaluator {
       }
       case NK::SetAttr: {
         Value target = lookup(n.names[0]);
-        if (!target.is_namespace()) err(n, "cannot set attribute '", n.names[1], "' of ", target.type_name(), " '", n.names[0], "' (only namespace() objects)");
+        if (!target.is_namespace())
+          err(n, "cannot set attribute '", n.names[1], "' of ", target.type_name(), " '", n.names[0],
+              "' (only namespace() objects)");
         target.as_dict().set(n.names[1], eval(*n.a[0]));
         return Flow::Normal;
       }
@@ -133,9 +137,12 @@ class Evaluator {
       for (size_t i = 0; i < s.size();) {
         size_t len = 1;
         auto c = static_cast<unsigned char>(s[i]);
-        if (c >= 0xF0) len = 4;
-        else if (c >= 0xE0) len = 3;
-        else if (c >= 0xC0) len = 2;
+        if (c >= 0xF0)
+          len = 4;
+        else if (c >= 0xE0)
+          len = 3;
+        else if (c >= 0xC0)
+          len = 2;
         items.push_back(Value(s.substr(i, len)));
         i += len;
       }
@@ -299,7 +306,8 @@ class Evaluator {
         if (key.is_string()) return get_attr(n, obj, key.as_string());
         err(n, "indices must be integers, not ", key.type_name());
       }
-      int64_t size = obj.is_list() ? static_cast<int64_t>(obj.as_list().size()) : static_cast<int64_t>(obj.as_string().size());
+      int64_t size = obj.is_list() ? static_cast<int64_t>(obj.as_list().size())
+                                   : static_cast<int64_t>(obj.as_string().size());
       int64_t i = key.as_int();
       if (i < 0) i += size;
       if (i < 0 || i >= size) return Value::undefined("index " + std::to_string(key.as_int()));
@@ -322,7 +330,7 @@ class Evaluator {
     auto start = opt_int(n.a[1]), stop = opt_int(n.a[2]), step_o = opt_int(n.a[3]);
     int64_t step = step_o.value_or(1);
     if (step == 0) err(n, "slice step cannot be zero");
-    int64_t size = obj.is_list() ? static_cast<int64_t>(obj.as_list().size())
+    int64_t size = obj.is_list()     ? static_cast<int64_t>(obj.as_list().size())
                    : obj.is_string() ? static_cast<int64_t>(obj.as_string().size())
                                      : (err(n, "cannot slice ", obj.type_name()), 0);
     auto norm = [&](std::optional<int64_t> v, int64_t def) {
@@ -395,8 +403,10 @@ class Evaluator {
         p.push_back(v.as_int());
       }
       int64_t b = 0, e = 0, s = 1;
-      if (p.size() == 1) e = p[0];
-      else if (p.size() >= 2) b = p[0], e = p[1];
+      if (p.size() == 1)
+        e = p[0];
+      else if (p.size() >= 2)
+        b = p[0], e = p[1];
       if (p.size() == 3) s = p[2];
       if (p.empty() || p.size() > 3 || s == 0) err(n, "range() takes 1 to 3 arguments, step != 0");
       List l;
@@ -420,7 +430,9 @@ class Evaluator {
   Value method(const Node& n, const Value& obj, const std::string& name) {
     Value self = obj;
     const Node* node = &n;
-    auto bind = [&](auto fn) { return Value(Function([self, node, fn](Args& a) -> Value { return fn(self, a, *node); })); };
+    auto bind = [&](auto fn) {
+      return Value(Function([self, node, fn](Args& a) -> Value { return fn(self, a, *node); }));
+    };
     if (obj.is_string()) {
       if (name == "startswith" || name == "endswith") {
         bool start = name == "startswith";
@@ -436,7 +448,8 @@ class Evaluator {
           const std::string& str = s.as_string();
           for (const auto& o : options) {
             if (o.size() > str.size()) continue;
-            if (start ? str.compare(0, o.size(), o) == 0 : str.compare(str.size() - o.size(), o.size(), o) == 0)
+            if (start ? str.compare(0, o.size(), o) == 0
+                      : str.compare(str.size() - o.size(), o.size(), o) == 0)
               return Value(true);
           }
           return Value(false);
@@ -493,7 +506,8 @@ class Evaluator {
             if (!rs) {
               merged.assign(pieces.begin(), pieces.begin() + maxsplit);
               std::string rest;
-              for (size_t k = static_cast<size_t>(maxsplit); k < pieces.size(); ++k) rest += (k > static_cast<size_t>(maxsplit) ? d : "") + pieces[k];
+              for (size_t k = static_cast<size_t>(maxsplit); k < pieces.size(); ++k)
+                rest += (k > static_cast<size_t>(maxsplit) ? d : "") + pieces[k];
               merged.push_back(rest);
             } else {
               size_t keep = pieces.size() - static_cast<size_t>(maxsplit);
@@ -508,11 +522,17 @@ class Evaluator {
           return Value(std::move(parts));
         });
       }
-      if (name == "upper") return bind([](const Value& s, Args&, const Node&) -> Value { return Value(to_upper(s.as_string())); });
-      if (name == "lower") return bind([](const Value& s, Args&, const Node&) -> Value { return Value(to_lower(s.as_string())); });
+      if (name == "upper")
+        return bind(
+            [](const Value& s, Args&, const Node&) -> Value { return Value(to_upper(s.as_string())); });
+      if (name == "lower")
+        return bind(
+            [](const Value& s, Args&, const Node&) -> Value { return Value(to_lower(s.as_string())); });
       if (name == "title" || name == "capitalize") {
         bool title = name == "title";
-        return bind([title](const Value& s, Args&, const Node&) -> Value { return Value(title_case(s.as_string(), title)); });
+        return bind([title](const Value& s, Args&, const Node&) -> Value {
+          return Value(title_case(s.as_string(), title));
+        });
       }
       if (name == "replace") {
         return bind([this](const Value& s, Args& a, const Node& nd) -> Value {
@@ -566,14 +586,15 @@ class Evaluator {
           return Value(out);
         });
       }
-      if (name == "isdigit" || name == "isspace" || name == "isalpha" || name == "isalnum" || name == "islower" || name == "isupper") {
+      if (name == "isdigit" || name == "isspace" || name == "isalpha" || name == "isalnum" ||
+          name == "islower" || name == "isupper") {
         std::string which = name;
         return bind([which](const Value& s, Args&, const Node&) -> Value {
           const std::string& str = s.as_string();
           if (str.empty()) return Value(false);
           bool cased = false;
           for (unsigned char c : str) {
-            bool ok = which == "isdigit" ? std::isdigit(c) != 0
+            bool ok = which == "isdigit"   ? std::isdigit(c) != 0
                       : which == "isspace" ? is_space(static_cast<char>(c))
                       : which == "isalpha" ? std::isalpha(c) != 0
                       : which == "isalnum" ? std::isalnum(c) != 0
@@ -902,7 +923,8 @@ class Evaluator {
       const Value* attr = args.get(99, "attribute");
       const Value* rev = args.get(0, "reverse");
       auto key = [&](const Value& x) { return attr ? get_attr(n, x, attr->str()) : x; };
-      std::stable_sort(l.begin(), l.end(), [&](const Value& a, const Value& b) { return less(n, key(a), key(b)); });
+      std::stable_sort(l.begin(), l.end(),
+                       [&](const Value& a, const Value& b) { return less(n, key(a), key(b)); });
       if (rev && rev->truthy()) std::reverse(l.begin(), l.end());
       return Value(std::move(l));
     }
@@ -962,7 +984,8 @@ class Evaluator {
   }
 
   bool less(const Node& n, const Value& a, const Value& b) {
-    if ((a.is_number() || a.is_bool()) && (b.is_number() || b.is_bool())) return a.as_number() < b.as_number();
+    if ((a.is_number() || a.is_bool()) && (b.is_number() || b.is_bool()))
+      return a.as_number() < b.as_number();
     if (a.is_string() && b.is_string()) return a.as_string() < b.as_string();
     if (a.is_list() && b.is_list()) {
       const List &x = a.as_list(), &y = b.as_list();
@@ -1027,7 +1050,9 @@ class Evaluator {
     if (op == "+") return ints ? Value(li(l) + li(r)) : Value(l.as_number() + r.as_number());
     if (op == "-") return ints ? Value(li(l) - li(r)) : Value(l.as_number() - r.as_number());
     if (op == "*") return ints ? Value(li(l) * li(r)) : Value(l.as_number() * r.as_number());
-    if (op == "**") return ints && li(r) >= 0 ? Value(static_cast<int64_t>(std::pow(li(l), li(r)))) : Value(std::pow(l.as_number(), r.as_number()));
+    if (op == "**")
+      return ints && li(r) >= 0 ? Value(static_cast<int64_t>(std::pow(li(l), li(r))))
+                                : Value(std::pow(l.as_number(), r.as_number()));
     if (r.as_number() == 0) err(n, "division by zero");
     if (op == "/") return Value(l.as_number() / r.as_number());
     if (op == "//") {

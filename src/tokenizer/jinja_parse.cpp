@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "tokenizer/jinja_ast.h"
+#include "tokenizer/utf8.h"
 
 namespace dllm::jinja {
 
@@ -31,8 +32,8 @@ std::vector<Chunk> lex_chunks(const std::string& src, const std::string& name) {
   };
   while (i < src.size()) {
     size_t open = src.find('{', i);
-    while (open != std::string::npos && open + 1 < src.size() && src[open + 1] != '{' && src[open + 1] != '%' &&
-           src[open + 1] != '#')
+    while (open != std::string::npos && open + 1 < src.size() && src[open + 1] != '{' &&
+           src[open + 1] != '%' && src[open + 1] != '#')
       open = src.find('{', open + 1);
     if (open == std::string::npos || open + 1 >= src.size()) {
       raws.push_back({Chunk::Text, src.substr(i), line});
@@ -223,6 +224,23 @@ std::vector<Tok> lex_expr(const std::string& s, const std::string& name, int lin
             case '0':
               v += '\0';
               break;
+            case 'u':
+            case 'x': {
+              size_t digits = e == 'u' ? 4 : 2;
+              if (j + digits >= s.size())
+                fail(name, ": line ", line, ": bad \\", std::string(1, e), " escape");
+              uint32_t cp = 0;
+              for (size_t d = 1; d <= digits; ++d) {
+                int h = std::isxdigit(static_cast<unsigned char>(s[j + d]))
+                            ? std::stoi(std::string(1, s[j + d]), nullptr, 16)
+                            : -1;
+                if (h < 0) fail(name, ": line ", line, ": bad \\", std::string(1, e), " escape");
+                cp = cp * 16 + static_cast<uint32_t>(h);
+              }
+              j += digits;
+              tok::utf8_append(v, cp);
+              break;
+            }
             default:
               v += '\\';
               v += e;
@@ -237,8 +255,8 @@ std::vector<Tok> lex_expr(const std::string& s, const std::string& name, int lin
       i = j + 1;
       continue;
     }
-    static const char* const kOps[] = {"==", "!=", "<=", ">=", "//", "**", "+", "-", "*", "/", "%", "~", "<", ">",
-                                       "=",  ".",  ",",  ":",  "|",  "(",  ")", "[", "]", "{", "}"};
+    static const char* const kOps[] = {"==", "!=", "<=", ">=", "//", "**", "+", "-", "*", "/", "%", "~", "<",
+                                       ">",  "=",  ".",  ",",  ":",  "|",  "(", ")", "[", "]", "{", "}"};
     bool found = false;
     for (const char* op : kOps) {
       size_t n = std::char_traits<char>::length(op);

@@ -47,7 +47,8 @@ Value value_from_json(const J& j) {
     }
     case J::value_t::object: {
       Dict d;
-      for (auto it = j.begin(); it != j.end(); ++it) d.items.emplace_back(it.key(), value_from_json(it.value()));
+      for (auto it = j.begin(); it != j.end(); ++it)
+        d.items.emplace_back(it.key(), value_from_json(it.value()));
       return Value(std::move(d));
     }
     default:
@@ -57,8 +58,12 @@ Value value_from_json(const J& j) {
 
 }  // namespace
 
-Value Value::from_json(const nlohmann::json& j) { return value_from_json(j); }
-Value Value::from_json(const nlohmann::ordered_json& j) { return value_from_json(j); }
+Value Value::from_json(const nlohmann::json& j) {
+  return value_from_json(j);
+}
+Value Value::from_json(const nlohmann::ordered_json& j) {
+  return value_from_json(j);
+}
 
 bool Value::truthy() const {
   if (is_undefined() || is_none()) return false;
@@ -185,7 +190,9 @@ void to_json_impl(const Value& v, std::string& out, int indent, int depth, bool 
     out += ']';
   } else if (v.is_dict()) {
     std::vector<std::pair<std::string, Value>> items = v.as_dict().items;
-    if (sort_keys) std::stable_sort(items.begin(), items.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    if (sort_keys)
+      std::stable_sort(items.begin(), items.end(),
+                       [](const auto& a, const auto& b) { return a.first < b.first; });
     out += '{';
     if (items.empty()) {
       out += '}';

@@ -39,17 +39,17 @@ class Value {
   using Storage = std::variant<Undefined, None, bool, int64_t, double, std::string, std::shared_ptr<List>,
                                std::shared_ptr<Dict>, Namespace, std::shared_ptr<Function>>;
   Value() : v_(Undefined{}) {}
-  Value(None) : v_(None{}) {}                        // NOLINT
-  Value(bool b) : v_(b) {}                           // NOLINT
-  Value(int64_t i) : v_(i) {}                        // NOLINT
-  Value(int i) : v_(static_cast<int64_t>(i)) {}      // NOLINT
-  Value(size_t i) : v_(static_cast<int64_t>(i)) {}   // NOLINT
-  Value(double d) : v_(d) {}                         // NOLINT
-  Value(std::string s) : v_(std::move(s)) {}         // NOLINT
-  Value(const char* s) : v_(std::string(s)) {}       // NOLINT
-  Value(List l) : v_(std::make_shared<List>(std::move(l))) {}  // NOLINT
-  Value(Dict d) : v_(std::make_shared<Dict>(std::move(d))) {}  // NOLINT
-  Value(Namespace n) : v_(std::move(n)) {}                     // NOLINT
+  Value(None) : v_(None{}) {}                                          // NOLINT
+  Value(bool b) : v_(b) {}                                             // NOLINT
+  Value(int64_t i) : v_(i) {}                                          // NOLINT
+  Value(int i) : v_(static_cast<int64_t>(i)) {}                        // NOLINT
+  Value(size_t i) : v_(static_cast<int64_t>(i)) {}                     // NOLINT
+  Value(double d) : v_(d) {}                                           // NOLINT
+  Value(std::string s) : v_(std::move(s)) {}                           // NOLINT
+  Value(const char* s) : v_(std::string(s)) {}                         // NOLINT
+  Value(List l) : v_(std::make_shared<List>(std::move(l))) {}          // NOLINT
+  Value(Dict d) : v_(std::make_shared<Dict>(std::move(d))) {}          // NOLINT
+  Value(Namespace n) : v_(std::move(n)) {}                             // NOLINT
   Value(Function f) : v_(std::make_shared<Function>(std::move(f))) {}  // NOLINT
   static Value undefined(std::string name) { return Value(Storage(Undefined{std::move(name)})); }
   static Value from_json(const nlohmann::json& j);
@@ -69,7 +69,9 @@ class Value {
 
   bool as_bool() const { return std::get<bool>(v_); }
   int64_t as_int() const { return std::get<int64_t>(v_); }
-  double as_number() const { return is_int() ? static_cast<double>(as_int()) : is_bool() ? as_bool() : std::get<double>(v_); }
+  double as_number() const {
+    return is_int() ? static_cast<double>(as_int()) : is_bool() ? as_bool() : std::get<double>(v_);
+  }
   const std::string& as_string() const { return std::get<std::string>(v_); }
   List& as_list() const { return *std::get<std::shared_ptr<List>>(v_); }
   Dict& as_dict() const {

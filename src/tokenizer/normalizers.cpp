@@ -130,11 +130,14 @@ std::unique_ptr<Normalizer> make_normalizer(const JNode& node) {
     std::string to = node["content"].str();
     if (auto s = pat.opt("String")) return std::make_unique<ReplaceNormalizer>(s->str(), to, nullptr);
     if (auto r = pat.opt("Regex")) {
-      return std::make_unique<ReplaceNormalizer>("", to, std::make_unique<Regex>(r->str(), r->file() + ": " + r->path()));
+      return std::make_unique<ReplaceNormalizer>(
+          "", to, std::make_unique<Regex>(r->str(), r->file() + ": " + r->path()));
     }
     pat.fail("expected {\"String\": ...} or {\"Regex\": ...}");
   }
-  if (type == "Strip") return std::make_unique<StripNormalizer>(node.get_bool("strip_left", false), node.get_bool("strip_right", false));
+  if (type == "Strip")
+    return std::make_unique<StripNormalizer>(node.get_bool("strip_left", false),
+                                             node.get_bool("strip_right", false));
   if (type == "Sequence") {
     JNode list = node["normalizers"];
     std::vector<std::unique_ptr<Normalizer>> items;

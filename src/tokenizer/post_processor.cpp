@@ -89,7 +89,8 @@ std::unique_ptr<PostProcessor> make_post_processor(const JNode& node) {
     JNode cls = node["cls"], sep = node["sep"];
     if (cls.size() != 2) cls.fail("expected [token, id]");
     if (sep.size() != 2) sep.fail("expected [token, id]");
-    std::vector<TemplateProcessor::Item> items{{false, {cls.at(1).id()}}, {true, {}}, {false, {sep.at(1).id()}}};
+    std::vector<TemplateProcessor::Item> items{
+        {false, {cls.at(1).id()}}, {true, {}}, {false, {sep.at(1).id()}}};
     return std::make_unique<TemplateProcessor>(std::move(items));
   }
   if (type == "Sequence") {

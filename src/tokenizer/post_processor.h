@@ -1,5 +1,6 @@
 // Post-processors of tokenizer.json ("post_processor"), applied when add_special_tokens is true:
-// TemplateProcessing (single sequence), ByteLevel (no change to ids), RobertaProcessing, BertProcessing, Sequence.
+// TemplateProcessing (single sequence), ByteLevel (no change to ids), RobertaProcessing, BertProcessing,
+// Sequence.
 #pragma once
 
 #include <cstdint>

@@ -9,7 +9,8 @@ namespace dllm::tok {
 
 namespace {
 
-const char* const kGpt2Pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+const char* const kGpt2Pattern =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
 struct ByteLevelTable {
   std::array<std::string, 256> chars;
@@ -122,7 +123,9 @@ class SplitPreTokenizer : public PreTokenizer {
  public:
   SplitPreTokenizer(std::unique_ptr<Regex> re, Behavior b, bool invert)
       : re_(std::move(re)), behavior_(b), invert_(invert) {}
-  void pre_tokenize(std::vector<Piece>& pieces) const override { split_pieces(pieces, *re_, behavior_, invert_); }
+  void pre_tokenize(std::vector<Piece>& pieces) const override {
+    split_pieces(pieces, *re_, behavior_, invert_);
+  }
 
  private:
   std::unique_ptr<Regex> re_;
@@ -162,7 +165,9 @@ enum class PrependScheme { Always, First, Never };
 class MetaspacePreTokenizer : public PreTokenizer {
  public:
   MetaspacePreTokenizer(std::string replacement, PrependScheme scheme, bool split)
-      : replacement_(std::move(replacement)), scheme_(scheme), split_(split),
+      : replacement_(std::move(replacement)),
+        scheme_(scheme),
+        split_(split),
         re_(regex_escape(replacement_), "Metaspace") {}
   void pre_tokenize(std::vector<Piece>& pieces) const override {
     for (auto& p : pieces) {
@@ -192,7 +197,9 @@ class RegexPreTokenizer : public PreTokenizer {
  public:
   RegexPreTokenizer(const std::string& pattern, Behavior b, bool invert)
       : re_(pattern, "pre-tokenizer"), behavior_(b), invert_(invert) {}
-  void pre_tokenize(std::vector<Piece>& pieces) const override { split_pieces(pieces, re_, behavior_, invert_); }
+  void pre_tokenize(std::vector<Piece>& pieces) const override {
+    split_pieces(pieces, re_, behavior_, invert_);
+  }
 
  private:
   Regex re_;
@@ -202,7 +209,8 @@ class RegexPreTokenizer : public PreTokenizer {
 
 class SequencePreTokenizer : public PreTokenizer {
  public:
-  explicit SequencePreTokenizer(std::vector<std::unique_ptr<PreTokenizer>> items) : items_(std::move(items)) {}
+  explicit SequencePreTokenizer(std::vector<std::unique_ptr<PreTokenizer>> items)
+      : items_(std::move(items)) {}
   void pre_tokenize(std::vector<Piece>& pieces) const override {
     for (const auto& p : items_) p->pre_tokenize(pieces);
   }
@@ -213,7 +221,9 @@ class SequencePreTokenizer : public PreTokenizer {
 
 }  // namespace
 
-const std::array<std::string, 256>& byte_level_chars() { return table().chars; }
+const std::array<std::string, 256>& byte_level_chars() {
+  return table().chars;
+}
 
 int byte_level_byte(uint32_t cp) {
   const auto& inv = table().inverse;
@@ -265,11 +275,14 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const JNode& node) {
     }
     return std::make_unique<MetaspacePreTokenizer>(replacement, scheme, node.get_bool("split", true));
   }
-  if (type == "Whitespace") return std::make_unique<RegexPreTokenizer>(R"(\w+|[^\w\s]+)", Behavior::Removed, true);
-  if (type == "WhitespaceSplit") return std::make_unique<RegexPreTokenizer>(R"(\s+)", Behavior::Removed, false);
+  if (type == "Whitespace")
+    return std::make_unique<RegexPreTokenizer>(R"(\w+|[^\w\s]+)", Behavior::Removed, true);
+  if (type == "WhitespaceSplit")
+    return std::make_unique<RegexPreTokenizer>(R"(\s+)", Behavior::Removed, false);
   if (type == "Digits") {
     bool individual = node.get_bool("individual_digits", false);
-    return std::make_unique<RegexPreTokenizer>(individual ? R"(\p{N})" : R"(\p{N}+)", Behavior::Isolated, false);
+    return std::make_unique<RegexPreTokenizer>(individual ? R"(\p{N})" : R"(\p{N}+)", Behavior::Isolated,
+                                               false);
   }
   if (type == "Punctuation") {
     Behavior b = Behavior::Isolated;
@@ -277,7 +290,8 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const JNode& node) {
     return std::make_unique<RegexPreTokenizer>(R"([\p{P}!-/:-@\[-`{-~])", b, false);
   }
   if (type == "CharDelimiterSplit") {
-    return std::make_unique<RegexPreTokenizer>(regex_escape(node["delimiter"].str()), Behavior::Removed, false);
+    return std::make_unique<RegexPreTokenizer>(regex_escape(node["delimiter"].str()), Behavior::Removed,
+                                               false);
   }
   node["type"].fail("unsupported pre-tokenizer '", type, "'");
 }

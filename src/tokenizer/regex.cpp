@@ -67,7 +67,8 @@ Regex::Regex(const std::string& pattern, const std::string& where) : code_(std::
   if (!code_->code) {
     PCRE2_UCHAR buf[256];
     pcre2_get_error_message(err, buf, sizeof(buf));
-    fail(where, ": unsupported or invalid regex /", pattern, "/ (at offset ", off, "): ", reinterpret_cast<char*>(buf));
+    fail(where, ": unsupported or invalid regex /", pattern, "/ (at offset ", off,
+         "): ", reinterpret_cast<char*>(buf));
   }
   code_->jit = pcre2_jit_compile(code_->code, PCRE2_JIT_COMPLETE) == 0;
 }
@@ -85,8 +86,9 @@ void Regex::for_each_match(std::string_view s, const std::function<void(size_t, 
   auto subject = reinterpret_cast<PCRE2_SPTR>(s.data());
   size_t pos = 0;
   while (pos <= s.size()) {
-    int rc = code_->jit ? pcre2_jit_match(code_->code, subject, s.size(), pos, PCRE2_NO_UTF_CHECK, md, nullptr)
-                        : pcre2_match(code_->code, subject, s.size(), pos, PCRE2_NO_UTF_CHECK, md, nullptr);
+    int rc = code_->jit
+                 ? pcre2_jit_match(code_->code, subject, s.size(), pos, PCRE2_NO_UTF_CHECK, md, nullptr)
+                 : pcre2_match(code_->code, subject, s.size(), pos, PCRE2_NO_UTF_CHECK, md, nullptr);
     if (rc == PCRE2_ERROR_NOMATCH) break;
     if (rc < 0) {
       PCRE2_UCHAR buf[256];

@@ -10,7 +10,8 @@ namespace dllm::tok {
 
 class Regex {
  public:
-  // `where` names the pattern's origin in error messages (e.g. "tokenizer.json: $.pre_tokenizer.pattern.Regex").
+  // `where` names the pattern's origin in error messages (e.g. "tokenizer.json:
+  // $.pre_tokenizer.pattern.Regex").
   Regex(const std::string& pattern, const std::string& where);
   ~Regex();
   Regex(const Regex&) = delete;

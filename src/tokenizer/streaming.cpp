@@ -11,7 +11,8 @@ namespace {
 constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
 
 bool ends_with_replacement(const std::string& s) {
-  return s.size() >= kReplacement.size() && s.compare(s.size() - kReplacement.size(), kReplacement.size(), kReplacement) == 0;
+  return s.size() >= kReplacement.size() &&
+         s.compare(s.size() - kReplacement.size(), kReplacement.size(), kReplacement) == 0;
 }
 
 }  // namespace
@@ -19,15 +20,16 @@ bool ends_with_replacement(const std::string& s) {
 StreamingDetokenizer::StreamingDetokenizer(const Tokenizer& tok, bool skip_special_tokens)
     : tok_(tok), skip_special_(skip_special_tokens) {}
 
-// The window ids_[prefix_offset_, read_offset_) was emitted already; it gives the context (leading-space rules,
-// byte-level merges) for decoding what follows. A decode that ends in U+FFFD may be an incomplete character:
-// it is held back until more ids arrive.
+// The window ids_[prefix_offset_, read_offset_) was emitted already; it gives the context (leading-space
+// rules, byte-level merges) for decoding what follows. A decode that ends in U+FFFD may be an incomplete
+// character: it is held back until more ids arrive.
 std::string StreamingDetokenizer::push(int32_t id) {
   ids_.push_back(id);
   std::span<const int32_t> all(ids_);
   std::string prefix = tok_.decode(all.subspan(prefix_offset_, read_offset_ - prefix_offset_), skip_special_);
   std::string text = tok_.decode(all.subspan(prefix_offset_), skip_special_);
-  if (text.size() <= prefix.size() || ends_with_replacement(text) || text.compare(0, prefix.size(), prefix) != 0)
+  if (text.size() <= prefix.size() || ends_with_replacement(text) ||
+      text.compare(0, prefix.size(), prefix) != 0)
     return {};
   std::string delta = text.substr(prefix.size());
   prefix_offset_ = read_offset_;
@@ -57,8 +59,9 @@ std::string StreamingDetokenizer::flush() {
 
 std::string render_canvas(const Tokenizer& tok, std::span<const int32_t> ids, int32_t mask_id,
                           std::string_view mask_placeholder, bool skip_special_tokens) {
-  // A run that does not start the canvas is decoded after an anchor token ("a") and the anchor's text removed,
-  // so decoders that treat the first token specially (leading-space Strip, Metaspace) keep the run's space.
+  // A run that does not start the canvas is decoded after an anchor token ("a") and the anchor's text
+  // removed, so decoders that treat the first token specially (leading-space Strip, Metaspace) keep the run's
+  // space.
   std::optional<int32_t> anchor = tok.token_to_id("a");
   std::string anchor_text;
   if (anchor) anchor_text = tok.decode(std::span<const int32_t>(&*anchor, 1), false);

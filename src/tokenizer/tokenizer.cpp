@@ -113,8 +113,13 @@ Tokenizer Tokenizer::from_json_text(std::string_view json_text, const std::strin
   return Tokenizer(std::move(impl));
 }
 
+const Tokenizer::Impl& Tokenizer::impl() const {
+  if (!impl_) fail("tokenizer: used before Tokenizer::load()");
+  return *impl_;
+}
+
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_tokens) const {
-  const Impl& m = *impl_;
+  const Impl& m = impl();
   std::string repaired;
   if (!utf8_is_valid(text)) {
     repaired = utf8_lossy(text);
@@ -151,7 +156,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_t
 }
 
 std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special_tokens) const {
-  const Impl& m = *impl_;
+  const Impl& m = impl();
   std::vector<std::string> tokens;
   tokens.reserve(ids.size());
   for (int32_t id : ids) {
@@ -176,25 +181,32 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special_to
   return out;
 }
 
-int32_t Tokenizer::vocab_size() const { return impl_->vocab_size; }
+int32_t Tokenizer::vocab_size() const {
+  return impl().vocab_size;
+}
 
 std::optional<int32_t> Tokenizer::token_to_id(std::string_view token) const {
-  auto it = impl_->added_by_content.find(std::string(token));
-  if (it != impl_->added_by_content.end()) return it->second;
-  return impl_->model.token_to_id(token);
+  const Impl& m = impl();
+  auto it = m.added_by_content.find(std::string(token));
+  if (it != m.added_by_content.end()) return it->second;
+  return m.model.token_to_id(token);
 }
 
 std::string Tokenizer::id_to_token(int32_t id) const {
-  auto it = impl_->added_by_id.find(id);
-  if (it != impl_->added_by_id.end()) return it->second;
-  const std::string* t = impl_->model.id_to_token(id);
+  const Impl& m = impl();
+  auto it = m.added_by_id.find(id);
+  if (it != m.added_by_id.end()) return it->second;
+  const std::string* t = m.model.id_to_token(id);
   return t ? *t : std::string();
 }
 
-bool Tokenizer::is_special(int32_t id) const { return impl_->special.count(id) != 0; }
+bool Tokenizer::is_special(int32_t id) const {
+  return impl().special.count(id) != 0;
+}
 
 std::vector<int32_t> Tokenizer::special_ids() const {
-  std::vector<int32_t> v(impl_->special.begin(), impl_->special.end());
+  const Impl& m = impl();
+  std::vector<int32_t> v(m.special.begin(), m.special.end());
   std::sort(v.begin(), v.end());
   return v;
 }

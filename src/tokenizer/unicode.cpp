@@ -13,7 +13,8 @@ namespace ud = unicode_data;
 namespace {
 
 constexpr uint32_t kSBase = 0xAC00, kLBase = 0x1100, kVBase = 0x1161, kTBase = 0x11A7;
-constexpr uint32_t kLCount = 19, kVCount = 21, kTCount = 28, kNCount = kVCount * kTCount, kSCount = kLCount * kNCount;
+constexpr uint32_t kLCount = 19, kVCount = 21, kTCount = 28, kNCount = kVCount * kTCount,
+                   kSCount = kLCount * kNCount;
 
 uint8_t ccc_of(uint32_t cp) {
   if (cp < 0x300) return 0;
@@ -58,14 +59,16 @@ bool compose_pair(uint32_t a, uint32_t b, uint32_t* out) {
     *out = kSBase + ((a - kLBase) * kVCount + (b - kVBase)) * kTCount;
     return true;
   }
-  if (a >= kSBase && a < kSBase + kSCount && (a - kSBase) % kTCount == 0 && b > kTBase && b < kTBase + kTCount) {
+  if (a >= kSBase && a < kSBase + kSCount && (a - kSBase) % kTCount == 0 && b > kTBase &&
+      b < kTBase + kTCount) {
     *out = a + (b - kTBase);
     return true;
   }
   const ud::CompEntry* end = ud::kComp + ud::kCompSize;
-  auto it = std::lower_bound(ud::kComp, end, std::make_pair(a, b), [](const ud::CompEntry& e, std::pair<uint32_t, uint32_t> k) {
-    return e.first < k.first || (e.first == k.first && e.second < k.second);
-  });
+  auto it = std::lower_bound(ud::kComp, end, std::make_pair(a, b),
+                             [](const ud::CompEntry& e, std::pair<uint32_t, uint32_t> k) {
+                               return e.first < k.first || (e.first == k.first && e.second < k.second);
+                             });
   if (it != end && it->first == a && it->second == b) {
     *out = it->composite;
     return true;
@@ -75,7 +78,9 @@ bool compose_pair(uint32_t a, uint32_t b, uint32_t* out) {
 
 }  // namespace
 
-const char* unicode_tables_version() { return ud::kUnicodeVersion; }
+const char* unicode_tables_version() {
+  return ud::kUnicodeVersion;
+}
 
 namespace {
 
@@ -100,7 +105,8 @@ std::string normalize_chunk(std::string_view s, NormForm form) {
     if (j - i > 1) {
       std::vector<std::pair<uint8_t, uint32_t>> run;
       for (size_t k = i; k < j; ++k) run.emplace_back(ccc[k], cps[k]);
-      std::stable_sort(run.begin(), run.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+      std::stable_sort(run.begin(), run.end(),
+                       [](const auto& x, const auto& y) { return x.first < y.first; });
       for (size_t k = i; k < j; ++k) {
         ccc[k] = run[k - i].first;
         cps[k] = run[k - i].second;
@@ -146,9 +152,9 @@ std::string normalize_chunk(std::string_view s, NormForm form) {
 
 }  // namespace
 
-// ASCII characters are never decomposed, reordered or composed onto a previous character (no composition has an
-// ASCII second element), so only the non-ASCII runs, each with the ASCII character before it, need the full
-// algorithm.
+// ASCII characters are never decomposed, reordered or composed onto a previous character (no composition has
+// an ASCII second element), so only the non-ASCII runs, each with the ASCII character before it, need the
+// full algorithm.
 std::string unicode_normalize(std::string_view s, NormForm form) {
   std::string out;
   out.reserve(s.size());

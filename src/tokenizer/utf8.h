@@ -26,7 +26,8 @@ inline uint32_t utf8_next(std::string_view s, size_t& i) {
   }
   size_t n = utf8_seq_len(b);
   uint32_t cp = n == 2 ? (b & 0x1F) : n == 3 ? (b & 0x0F) : (b & 0x07);
-  for (size_t k = 1; k < n && i + k < s.size(); ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
+  for (size_t k = 1; k < n && i + k < s.size(); ++k)
+    cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
   i += n;
   return cp;
 }

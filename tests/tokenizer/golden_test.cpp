@@ -1,4 +1,5 @@
-// Exactness against reference encodings made with the official HF `tokenizers` library (npm tokenizers@0.23.2).
+// Exactness against reference encodings made with the official HF `tokenizers` library (npm
+// tokenizers@0.23.2).
 #include <gtest/gtest.h>
 
 #include <filesystem>

@@ -8,7 +8,9 @@
 
 namespace dllm::test {
 
-inline std::string tokenizer_dir(const std::string& name) { return std::string(DLLM_TEST_DATA) + "/tokenizers/" + name; }
+inline std::string tokenizer_dir(const std::string& name) {
+  return std::string(DLLM_TEST_DATA) + "/tokenizers/" + name;
+}
 
 inline std::vector<nlohmann::json> read_jsonl(const std::string& path) {
   std::ifstream in(path);

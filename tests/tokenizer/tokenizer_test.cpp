@@ -1,12 +1,13 @@
 // Tokenizer API behaviour: errors with JSON paths, unsupported components, vocab queries, unknown ids,
 // streaming detokenization, canvas rendering and concurrent use.
+#include "tokenizer/tokenizer.h"
+
 #include <gtest/gtest.h>
 
 #include <thread>
 
 #include "core/error.h"
 #include "test_util.h"
-#include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
 
 namespace dllm {
@@ -73,15 +74,19 @@ TEST(Tokenizer, MalformedFieldsNameTheJsonPath) {
   j["added_tokens"] = json::parse(R"([{"id": -3, "content": "<x>"}])");
   expect_load_error(j, "$.added_tokens[0].id: token id out of range");
   j = minimal();
-  j["pre_tokenizer"] = json::parse(R"({"type": "Split", "pattern": {"Regex": "(unclosed"}, "behavior": "Isolated"})");
+  j["pre_tokenizer"] =
+      json::parse(R"({"type": "Split", "pattern": {"Regex": "(unclosed"}, "behavior": "Isolated"})");
   expect_load_error(j, "$.pre_tokenizer.pattern.Regex: unsupported or invalid regex");
   j = minimal();
-  j["pre_tokenizer"] = json::parse(R"({"type": "Split", "pattern": {"String": " "}, "behavior": "Sideways"})");
+  j["pre_tokenizer"] =
+      json::parse(R"({"type": "Split", "pattern": {"String": " "}, "behavior": "Sideways"})");
   expect_load_error(j, "$.pre_tokenizer.behavior: unsupported split behavior 'Sideways'");
   j = minimal();
-  j["post_processor"] = json::parse(R"({"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}],
+  j["post_processor"] =
+      json::parse(R"({"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}],
                                        "special_tokens": {}})");
-  expect_load_error(j, "$.post_processor.single[0].SpecialToken.id: special token '<s>' is not in special_tokens");
+  expect_load_error(
+      j, "$.post_processor.single[0].SpecialToken.id: special token '<s>' is not in special_tokens");
   j = minimal();
   j["decoder"] = json::parse(R"({"type": "Strip", "content": "ab", "start": 1, "stop": 0})");
   expect_load_error(j, "$.decoder.content: expected a single character");
@@ -99,7 +104,8 @@ TEST(Tokenizer, UnsupportedComponentsAreNamed) {
   j["model"]["type"] = "WordPiece";
   expect_load_error(j, "$.model.type: unsupported model type 'WordPiece'");
   j = minimal();
-  j["pre_tokenizer"] = json::parse(R"({"type": "Sequence", "pretokenizers": [{"type": "ByteLevel"}, {"type": "BertPreTokenizer"}]})");
+  j["pre_tokenizer"] = json::parse(
+      R"({"type": "Sequence", "pretokenizers": [{"type": "ByteLevel"}, {"type": "BertPreTokenizer"}]})");
   expect_load_error(j, "$.pre_tokenizer.pretokenizers[1].type: unsupported pre-tokenizer 'BertPreTokenizer'");
   j = minimal();
   j["normalizer"] = json::parse(R"({"type": "Precompiled", "precompiled_charsmap": ""})");
@@ -132,7 +138,8 @@ TEST(Tokenizer, VocabQueriesAndUnknownIds) {
 
 std::vector<std::string> sample_texts(const std::string& name) {
   std::vector<std::string> out;
-  for (const auto& s : test::read_jsonl(test::tokenizer_dir(name) + "/sample.jsonl")) out.push_back(s["text"]);
+  for (const auto& s : test::read_jsonl(test::tokenizer_dir(name) + "/sample.jsonl"))
+    out.push_back(s["text"]);
   return out;
 }
 
@@ -175,7 +182,7 @@ TEST(StreamingDetokenizer, HoldsBackIncompleteBytes) {
       break;
     }
   }
-  EXPECT_EQ(i, 4u);  // nothing before the 4th byte of the character
+  EXPECT_EQ(i, 4u);                    // nothing before the 4th byte of the character
   EXPECT_EQ(out, "\xF0\x93\x80\x80");  // the leading space is the one Strip removes
   // An incomplete sequence at the end is flushed as replacement characters.
   StreamingDetokenizer sd2(tok("qwen3"));

@@ -1,8 +1,10 @@
-// NFC/NFD/NFKC/NFKD against Python's unicodedata (same Unicode version as the generated tables), and UTF-8 helpers.
+// NFC/NFD/NFKC/NFKD against Python's unicodedata (same Unicode version as the generated tables), and UTF-8
+// helpers.
+#include "tokenizer/unicode.h"
+
 #include <gtest/gtest.h>
 
 #include "test_util.h"
-#include "tokenizer/unicode.h"
 #include "tokenizer/utf8.h"
 
 namespace dllm::tok {
@@ -37,9 +39,9 @@ TEST(Unicode, AsciiIsUnchanged) {
 
 TEST(Utf8, LossyLikeRust) {
   EXPECT_EQ(utf8_lossy("ok"), "ok");
-  EXPECT_EQ(utf8_lossy("\xF0\x9F\x98"), "\xEF\xBF\xBD");                                       // truncated: one
-  EXPECT_EQ(utf8_lossy("\xC0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD");                               // invalid leads
-  EXPECT_EQ(utf8_lossy("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");               // surrogate
+  EXPECT_EQ(utf8_lossy("\xF0\x9F\x98"), "\xEF\xBF\xBD");                          // truncated: one
+  EXPECT_EQ(utf8_lossy("\xC0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD");                  // invalid leads
+  EXPECT_EQ(utf8_lossy("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // surrogate
   EXPECT_EQ(utf8_lossy("a\xE2\x82z"), "a\xEF\xBF\xBDz");
   EXPECT_TRUE(utf8_is_valid("\xF0\x9F\x98\x80"));
   EXPECT_FALSE(utf8_is_valid("\xF0\x9F\x98"));

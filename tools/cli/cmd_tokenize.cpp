@@ -1,7 +1,7 @@
 // `dllm tokenize` and `dllm detokenize`: text <-> ids with a model's tokenizer.json, one JSON value per line.
-//   dllm tokenize -t PATH [--special]          stdin: one JSON string per line  -> stdout: one JSON array of ids
-//   dllm detokenize -t PATH [--skip-special]   stdin: one JSON array per line   -> stdout: one JSON string
-//   dllm tokenize -t PATH --bench FILE [--repeat N]   encode FILE (single thread) and print MB/s
+//   dllm tokenize -t PATH [--special]          stdin: one JSON string per line  -> stdout: one JSON array of
+//   ids dllm detokenize -t PATH [--skip-special]   stdin: one JSON array per line   -> stdout: one JSON
+//   string dllm tokenize -t PATH --bench FILE [--repeat N]   encode FILE (single thread) and print MB/s
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -45,8 +45,8 @@ void run_bench(const Tokenizer& tok, const TokenizeOptions& o) {
     best = std::min(best, s);
   }
   double mb = static_cast<double>(text.size()) / 1e6;
-  std::printf("%s: %.2f MB, %zu tokens, best of %d: %.3f s, %.2f MB/s, %.0f tokens/s\n", o.bench_file.c_str(), mb, n_ids,
-              std::max(1, o.repeat), best, mb / best, static_cast<double>(n_ids) / best);
+  std::printf("%s: %.2f MB, %zu tokens, best of %d: %.3f s, %.2f MB/s, %.0f tokens/s\n", o.bench_file.c_str(),
+              mb, n_ids, std::max(1, o.repeat), best, mb / best, static_cast<double>(n_ids) / best);
 }
 
 void run_tokenize(const TokenizeOptions& o) {
@@ -87,15 +87,18 @@ void run_detokenize(const DetokenizeOptions& o) {
     } catch (const nlohmann::json::exception& e) {
       fail("stdin line ", lineno, ": expected a JSON array of ids: ", e.what());
     }
-    std::cout << nlohmann::json(tok.decode(ids, o.skip_special)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+    std::cout << nlohmann::json(tok.decode(ids, o.skip_special))
+                     .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
               << '\n';
   }
 }
 
 const RegisterCommand kTokenize("tokenize", [](CLI::App& app) {
   auto o = std::make_shared<TokenizeOptions>();
-  auto* cmd = app.add_subcommand("tokenize", "Text to ids: one JSON string per stdin line -> one JSON array of ids");
-  cmd->add_option("-t,--tokenizer", o->path, "tokenizer.json, or a model directory containing it")->required();
+  auto* cmd =
+      app.add_subcommand("tokenize", "Text to ids: one JSON string per stdin line -> one JSON array of ids");
+  cmd->add_option("-t,--tokenizer", o->path, "tokenizer.json, or a model directory containing it")
+      ->required();
   cmd->add_flag("--special", o->special, "Add special tokens (run the post-processor, e.g. BOS)");
   cmd->add_option("--bench", o->bench_file, "Instead: encode this file (single thread) and print MB/s");
   cmd->add_option("--repeat", o->repeat, "Benchmark repetitions (best is reported)");
@@ -104,8 +107,10 @@ const RegisterCommand kTokenize("tokenize", [](CLI::App& app) {
 
 const RegisterCommand kDetokenize("detokenize", [](CLI::App& app) {
   auto o = std::make_shared<DetokenizeOptions>();
-  auto* cmd = app.add_subcommand("detokenize", "Ids to text: one JSON array per stdin line -> one JSON string");
-  cmd->add_option("-t,--tokenizer", o->path, "tokenizer.json, or a model directory containing it")->required();
+  auto* cmd =
+      app.add_subcommand("detokenize", "Ids to text: one JSON array per stdin line -> one JSON string");
+  cmd->add_option("-t,--tokenizer", o->path, "tokenizer.json, or a model directory containing it")
+      ->required();
   cmd->add_flag("--skip-special", o->skip_special, "Leave out special tokens");
   cmd->callback([o] { run_detokenize(*o); });
 });
