@@ -766,6 +766,18 @@ TEST_F(LoaderErrors, SpecialTokenIdsOutOfVocab) {
   expect_error({gen, "bos_token_id"});
 }
 
+TEST_F(LoaderErrors, EotFromTokenizerJson) {
+  const std::string tok = dir_ + "/tokenizer.json";
+  write_bytes(tok, json{{"added_tokens", {{{"id", 9999}, {"content", "<|eot_id|>"}}}}}.dump());
+  expect_error({tok, "<|eot_id|>", "9999"});
+  write_bytes(tok, "{\"added_tokens\": [");
+  expect_error({tok, "invalid JSON"});
+  write_bytes(tok, json{{"added_tokens", {{{"id", 482}, {"content", "<|eot_id|>"}}}}}.dump());
+  auto m = Model::load(dir_, options());
+  ASSERT_TRUE(m.ok()) << m.error();
+  EXPECT_EQ(m.value()->info().eot_id, 482);
+}
+
 TEST_F(LoaderErrors, SpecialTokenIdsAtTheEdgesLoad) {
   edit_config([](json& c) {
     c["mask_token_id"] = 511;
