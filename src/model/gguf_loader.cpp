@@ -1,0 +1,270 @@
+// GGUF models (llama.cpp's layout) mapped onto the shared Transformer: the same TransformerConfig and
+// TransformerWeights as the Hugging Face loaders (llada.cpp, dream.cpp) build, from llama.cpp's metadata keys and
+// tensor names. docs/gguf.md lists the mapping.
+//   token_embd (vocab, d)   output_norm (d)   output (vocab, d), absent = tied to token_embd
+//   blk.N.attn_norm / ffn_norm (d), attn_q (n_heads*hd, d), attn_k / attn_v (n_kv_heads*hd, d) [+ .bias for Dream],
+//   attn_output (d, n_heads*hd), ffn_gate / ffn_up (ffn, d), ffn_down (d, ffn)
+// llama.cpp runs LLaDA with adjacent-pair RoPE, so its converter permutes the rows of LLaDA's attn_q / attn_k
+// within each head; this engine rotates halves (NeoX, as HF does), so the permutation is undone here. Dream is
+// stored unpermuted (llama.cpp runs it with NeoX RoPE).
+// Quantized tensors are dequantised once, here, into the Linear's packed weights.
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include "core/error.h"
+#include "io/gguf.h"
+#include "kernels/quant/quant.h"
+#include "model/transformer.h"
+
+namespace dllm {
+
+namespace {
+
+struct Family {
+  std::string name;
+  bool permuted_qk;  // LLaDA: q/k rows in llama.cpp's adjacent-pair order
+  bool qkv_bias;
+  bool shift_logits;  // default when diffusion.shift_logits is absent
+  float rms_eps;      // default epsilon
+  const char* eot_text;
+};
+
+const Family* find_family(const std::string& arch) {
+  static const Family kFamilies[] = {
+      {"llada", true, false, false, 1e-5f, "<|eot_id|>"},
+      {"dream", false, true, true, 1e-6f, "<|im_end|>"},
+  };
+  for (const auto& f : kFamilies)
+    if (f.name == arch) return &f;
+  return nullptr;
+}
+
+std::optional<DType> plain_dtype(GgmlType t) {
+  switch (t) {
+    case GgmlType::kF32: return DType::kF32;
+    case GgmlType::kF16: return DType::kF16;
+    case GgmlType::kBF16: return DType::kBF16;
+    default: return std::nullopt;
+  }
+}
+
+// Takes tensors by name, checks their shape (given in PyTorch order) and remembers which were used.
+class TensorTaker {
+ public:
+  explicit TensorTaker(std::shared_ptr<GgufFile> file) : file_(std::move(file)) {}
+
+  const GgufTensor& take(const std::string& name, std::vector<int64_t> shape) {
+    const GgufTensor* t = file_->find_tensor(name);
+    std::vector<int64_t> ne(shape.rbegin(), shape.rend());
+    std::string want = "[";
+    for (size_t i = 0; i < ne.size(); ++i) want += (i ? ", " : "") + std::to_string(ne[i]);
+    want += "]";
+    if (!t) fail(file_->path(), ": missing tensor '", name, "' (the metadata implies ggml shape ", want, ")");
+    if (t->dims != ne)
+      fail(file_->path(), ": tensor '", name, "' has ggml shape ", t->dims_string(), " but the metadata implies ", want);
+    used_.insert(name);
+    return *t;
+  }
+  bool has(const std::string& name) const { return file_->find_tensor(name) != nullptr; }
+
+  // The whole tensor as f32 (dequantised when quantized).
+  std::vector<float> f32(const GgufTensor& t) const {
+    std::vector<float> out(static_cast<size_t>(t.numel()));
+    quant::dequantize(t.type, t.data, out.data(), t.numel());
+    return out;
+  }
+
+  std::vector<float> vector(const std::string& name, int64_t size) { return f32(take(name, {size})); }
+
+  Linear linear(const std::string& name, int64_t out, int64_t in, ComputeType ct, int64_t unpermute_heads = 0) {
+    const GgufTensor& t = take(name, {out, in});
+    if (unpermute_heads == 0)
+      if (auto dt = plain_dtype(t.type); dt && reinterpret_cast<uintptr_t>(t.data) % dtype_size(*dt) == 0)
+        return Linear(t.data, *dt, out, in, ct);
+    std::vector<float> w = f32(t);
+    if (unpermute_heads > 0) w = unpermute_rows(w, unpermute_heads, out, in, name);
+    return Linear(w.data(), DType::kF32, out, in, ct);
+  }
+
+  void check_all_used() const {
+    for (const auto& t : file_->tensors())
+      if (!used_.count(t.name))
+        fail(file_->path(), ": unexpected tensor '", t.name, "' (not part of the ", arch_, " architecture)");
+  }
+  void set_arch(const std::string& a) { arch_ = a; }
+
+  // llama.cpp's LLaDA converter stores row h*hd + 2j + t of a head where HF has row h*hd + t*hd/2 + j
+  // (W.reshape(n_head, 2, hd/2, d).swapaxes(1, 2)); this puts the rows back.
+  std::vector<float> unpermute_rows(const std::vector<float>& w, int64_t heads, int64_t out, int64_t in,
+                                    const std::string& name) const {
+    if (out % heads != 0 || (out / heads) % 2 != 0)
+      fail(file_->path(), ": tensor '", name, "': ", out, " rows do not split into ", heads, " heads of even size");
+    const int64_t hd = out / heads, half = hd / 2;
+    std::vector<float> r(w.size());
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t j = 0; j < half; ++j)
+        for (int64_t t = 0; t < 2; ++t)
+          std::copy_n(w.data() + (h * hd + 2 * j + t) * in, in, r.data() + (h * hd + t * half + j) * in);
+    return r;
+  }
+
+ private:
+  std::shared_ptr<GgufFile> file_;
+  std::set<std::string> used_;
+  std::string arch_;
+};
+
+int64_t positive(const GgufFile& f, const std::string& key) {
+  const uint64_t v = f.get_uint(key);
+  if (v == 0 || v > static_cast<uint64_t>(std::numeric_limits<int32_t>::max()))
+    f.fail_key(key, "= " + std::to_string(v) + " must be in [1, 2^31)");
+  return static_cast<int64_t>(v);
+}
+
+// The embedding used in place from the mapping when it is a plain float type (the view keeps the file alive),
+// else dequantised into an owned f32 copy.
+void set_embedding(TransformerWeights& w, const std::shared_ptr<GgufFile>& file, const GgufTensor& t, int64_t vocab,
+                   int64_t d) {
+  auto view = std::make_shared<TensorView>();
+  view->name = t.name;
+  view->file = file->path();
+  view->shape = {vocab, d};
+  const auto dt = plain_dtype(t.type);
+  if (dt && reinterpret_cast<uintptr_t>(t.data) % dtype_size(*dt) == 0) {
+    view->dtype = *dt;
+    view->data = t.data;
+    view->nbytes = t.nbytes;
+    w.owned_embedding = std::shared_ptr<TensorView>(view.get(), [view, file](TensorView*) {});
+  } else {
+    w.owned_embedding_data = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(vocab * d) * 4);
+    quant::dequantize(t.type, t.data, reinterpret_cast<float*>(w.owned_embedding_data->data()), vocab * d);
+    view->dtype = DType::kF32;
+    view->data = w.owned_embedding_data->data();
+    view->nbytes = w.owned_embedding_data->size();
+    w.owned_embedding = view;
+  }
+  w.embedding = w.owned_embedding.get();
+}
+
+}  // namespace
+
+std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& options) {
+  auto file = std::make_shared<GgufFile>(path);
+  const GgufFile& f = *file;
+  const std::string arch = f.get_string("general.architecture");
+  const Family* fam = find_family(arch);
+  if (!fam) f.fail_key("general.architecture", "= '" + arch + "' is not supported (supported: llada, dream)");
+  const std::string a = arch + ".";
+
+  TransformerConfig c;
+  ModelInfo& m = c.info;
+  m.path = path;
+  m.architecture = arch;
+  m.d_model = positive(f, a + "embedding_length");
+  m.n_layers = positive(f, a + "block_count");
+  m.n_heads = positive(f, a + "attention.head_count");
+  m.n_kv_heads = f.has(a + "attention.head_count_kv") ? positive(f, a + "attention.head_count_kv") : m.n_heads;
+  if (m.n_heads % m.n_kv_heads != 0)
+    f.fail_key(a + "attention.head_count_kv",
+               "= " + std::to_string(m.n_kv_heads) + " must divide head_count = " + std::to_string(m.n_heads));
+  if (f.has(a + "attention.key_length")) {
+    m.head_dim = positive(f, a + "attention.key_length");
+    if (f.has(a + "attention.value_length") && positive(f, a + "attention.value_length") != m.head_dim)
+      f.fail_key(a + "attention.value_length", "differs from key_length (not supported)");
+  } else {
+    if (m.d_model % m.n_heads != 0)
+      f.fail_key(a + "attention.head_count", "= " + std::to_string(m.n_heads) +
+                                                 " must divide embedding_length = " + std::to_string(m.d_model));
+    m.head_dim = m.d_model / m.n_heads;
+  }
+  if (m.head_dim % 2 != 0) f.fail_key(a + "attention.head_count", "gives an odd head dimension, which RoPE cannot rotate");
+  if (auto rot = f.find_uint(a + "rope.dimension_count"); rot && *rot != static_cast<uint64_t>(m.head_dim))
+    f.fail_key(a + "rope.dimension_count", "= " + std::to_string(*rot) + " is not the head dimension " +
+                                               std::to_string(m.head_dim) + " (partial RoPE is not supported)");
+  if (auto causal = f.find_bool(a + "attention.causal"); causal && *causal)
+    f.fail_key(a + "attention.causal", "= true is not supported (diffusion models attend bidirectionally)");
+  m.ffn_hidden = positive(f, a + "feed_forward_length");
+  m.max_seq_len = f.has(a + "context_length") ? positive(f, a + "context_length") : 4096;
+  const double theta = f.find_float(a + "rope.freq_base").value_or(10000.0);
+  const double eps = f.find_float(a + "attention.layer_norm_rms_epsilon").value_or(fam->rms_eps);
+  if (!(theta > 0) || !(theta <= std::numeric_limits<float>::max()))
+    f.fail_key(a + "rope.freq_base", "must be > 0 and finite, got " + std::to_string(theta));
+  if (!(eps > 0) || !(eps <= 1))
+    f.fail_key(a + "attention.layer_norm_rms_epsilon", "must be in (0, 1], got " + std::to_string(eps));
+  c.rope_theta = static_cast<float>(theta);
+  c.rms_eps = static_cast<float>(eps);
+  c.qkv_bias = fam->qkv_bias;
+
+  const GgufTensor* emb = f.find_tensor("token_embd.weight");
+  if (!emb) fail(path, ": missing tensor 'token_embd.weight'");
+  if (emb->dims.size() != 2 || emb->dims[0] != m.d_model)
+    fail(path, ": tensor 'token_embd.weight' has ggml shape ", emb->dims_string(), " but embedding_length is ",
+         m.d_model);
+  m.vocab_size = emb->dims[1];
+  if (auto v = f.find_uint(a + "vocab_size"); v && *v > static_cast<uint64_t>(m.vocab_size))
+    f.fail_key(a + "vocab_size", "= " + std::to_string(*v) + " is larger than token_embd's " +
+                                     std::to_string(m.vocab_size) + " rows");
+
+  // Special ids: tokenizer.ggml.*; the mask id is what a diffusion model cannot run without.
+  const auto tok = read_gguf_tokenizer(f);
+  auto id = [&](const char* key, int64_t fallback) -> int32_t {
+    const std::string k = std::string("tokenizer.ggml.") + key;
+    if (!f.has(k)) return static_cast<int32_t>(fallback);
+    const uint64_t v = f.get_uint(k);
+    if (v >= static_cast<uint64_t>(m.vocab_size))
+      f.fail_key(k, "= " + std::to_string(v) + " is outside the vocabulary [0, " + std::to_string(m.vocab_size) + ")");
+    return static_cast<int32_t>(v);
+  };
+  if (!f.has("tokenizer.ggml.mask_token_id") && arch != "llada")
+    f.fail_key("tokenizer.ggml.mask_token_id", "is missing (a diffusion model needs its [MASK] id)");
+  m.mask_id = id("mask_token_id", 126336);  // LLaDA's HF config default
+  if (m.mask_id >= m.vocab_size) f.fail_key("tokenizer.ggml.mask_token_id", "is missing and LLaDA's default 126336 is outside the vocabulary");
+  m.eos_id = id("eos_token_id", -1);
+  m.pad_id = id("padding_token_id", m.eos_id);
+  m.bos_id = id("bos_token_id", -1);
+  m.eot_id = id("eot_token_id", -1);
+  if (m.eot_id < 0 && tok)
+    for (size_t i = 0; i < tok->tokens.size() && static_cast<int64_t>(i) < m.vocab_size; ++i)
+      if (tok->tokens[i] == fam->eot_text) m.eot_id = static_cast<int32_t>(i);
+  m.shift_logits = f.find_bool("diffusion.shift_logits").value_or(fam->shift_logits);
+  m.compute = effective_compute(options.compute);
+  const ComputeType ct = m.compute;
+
+  const int64_t d = m.d_model, q_dim = m.n_heads * m.head_dim, kv_dim = m.n_kv_heads * m.head_dim;
+  TensorTaker take(file);
+  take.set_arch(arch);
+  TransformerWeights w;
+  set_embedding(w, file, take.take("token_embd.weight", {m.vocab_size, d}), m.vocab_size, d);
+  for (int64_t i = 0; i < m.n_layers; ++i) {
+    const std::string p = "blk." + std::to_string(i) + ".";
+    LayerWeights L;
+    L.attn_norm = take.vector(p + "attn_norm.weight", d);
+    L.q = take.linear(p + "attn_q.weight", q_dim, d, ct, fam->permuted_qk ? m.n_heads : 0);
+    L.k = take.linear(p + "attn_k.weight", kv_dim, d, ct, fam->permuted_qk ? m.n_kv_heads : 0);
+    L.v = take.linear(p + "attn_v.weight", kv_dim, d, ct);
+    if (fam->qkv_bias) {
+      L.q_bias = take.vector(p + "attn_q.bias", q_dim);
+      L.k_bias = take.vector(p + "attn_k.bias", kv_dim);
+      L.v_bias = take.vector(p + "attn_v.bias", kv_dim);
+    }
+    L.o = take.linear(p + "attn_output.weight", d, q_dim, ct);
+    L.ffn_norm = take.vector(p + "ffn_norm.weight", d);
+    L.gate = take.linear(p + "ffn_gate.weight", m.ffn_hidden, d, ct);
+    L.up = take.linear(p + "ffn_up.weight", m.ffn_hidden, d, ct);
+    L.down = take.linear(p + "ffn_down.weight", d, m.ffn_hidden, ct);
+    w.layers.push_back(std::move(L));
+  }
+  w.final_norm = take.vector("output_norm.weight", d);
+  const bool tied = !take.has("output.weight");  // llama.cpp ties the head to token_embd when output is absent
+  w.head = tied ? take.linear("token_embd.weight", m.vocab_size, d, ct)
+                : take.linear("output.weight", m.vocab_size, d, ct);
+  take.check_all_used();
+
+  m.n_params = m.vocab_size * d * (tied ? 1 : 2) + d +
+               m.n_layers * (2 * d + d * (q_dim + 2 * kv_dim) + (fam->qkv_bias ? q_dim + 2 * kv_dim : 0) +
+                             q_dim * d + 3 * d * m.ffn_hidden);
+  return std::make_shared<Transformer>(std::move(c), nullptr, std::move(w));
+}
+
+}  // namespace dllm
