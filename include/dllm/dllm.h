@@ -39,6 +39,16 @@ struct ModelInfo {
   ComputeType compute = ComputeType::kF32;
 };
 
+class KvCache;  // per-layer keys/values of a sequence (src/cache/kv_cache.h); owned by the caller
+
+// What a forward does with a KvCache.
+enum class CacheOp {
+  kNone,   // no cache
+  kStore,  // tokens are whole rows: run as usual and store every position's K/V (and validity) in the cache
+  kReuse,  // tokens are positions [cache_offset, cache_offset + seq_len) of the cached rows: their K/V is computed,
+           // written over the cache, and their queries attend to every cached position (the rest come from cache)
+};
+
 // Per-call inputs of a forward pass: `batch` rows of equal length, row-major tokens.
 struct ForwardInput {
   std::span<const int32_t> tokens;  // [batch * seq_len]
@@ -46,6 +56,16 @@ struct ForwardInput {
   int64_t logits_from = 0;  // logits are produced only for positions >= logits_from (saves the vocab matmul)
   // Optional: per-layer hidden states of row 0, HF convention ([L+1][seq_len * d_model]).
   std::vector<std::vector<float>>* hidden_states = nullptr;
+  // Optional RoPE position of each token [batch * seq_len]; default 0..seq_len-1 per row (offset by cache_offset
+  // under kReuse).
+  std::span<const int64_t> positions;
+  // Optional validity of each token [batch * seq_len]; 0 marks padding, which is neither attended to nor attends
+  // (its attention output is 0): Dream's mask valid_i AND valid_j. Default: all valid. Under kReuse the validity of
+  // the keys is the one stored by kStore.
+  std::span<const uint8_t> valid;
+  KvCache* cache = nullptr;
+  CacheOp cache_op = CacheOp::kNone;
+  int64_t cache_offset = 0;  // kReuse: position of the first token in the cached rows
 };
 
 class Model {
@@ -57,20 +77,57 @@ class Model {
   virtual Expected<std::vector<float>> forward(const ForwardInput& input) = 0;
 };
 
+// LLaDA's `remasking` names for the "which positions" axis (see Unmask).
 enum class Remasking { kLowConfidence, kRandom };
 
-// The official LLaDA generate() settings, plus options that are off by default so that exact mode stays exact.
+// Which masked positions are revealed first (docs/denoising.md). kDefault: the family's (LLaDA: `remasking`;
+// Dream: `alg`).
+enum class Unmask { kDefault, kConfidence, kMargin, kEntropy, kRandom };
+// How many positions are revealed per step. kDefault: the family's (LLaDA: kUniform; Dream: kTimestep, or
+// kTimestepBernoulli for alg=origin).
+enum class Transfer {
+  kDefault,
+  kUniform,            // LLaDA get_num_transfer_tokens: masked // steps per step of a block, remainder first
+  kTimestep,           // Dream: k = int(masked * (1 - s/t)), t = linspace(1, eps, steps+1) in f32; all on the last
+  kTimestepBernoulli,  // Dream alg=origin: each masked position independently with probability 1 - s/t
+  kThreshold,          // Fast-dLLM: the best position plus every one with confidence >= threshold
+  kFactor,             // Fast-dLLM: the largest n with (n+1)(1 - c_n) < factor (at least one)
+};
+// What a step recomputes (Fast-dLLM). kNone is exact; the others are approximations by design.
+enum class CacheMode {
+  kNone,
+  kPrefix,  // K/V of everything before the current block computed once per block
+  kDual,    // K/V of the prefix and of the suffix after the current block kept; only the block is recomputed
+};
+
+// Generation settings. Defaults reproduce the official LLaDA generate() / Dream diffusion_generate(); the options
+// that depart from the references are off by default so that exact mode stays exact.
 struct GenerateParams {
-  int64_t gen_length = 128;
+  int64_t gen_length = 128;  // Dream: max_new_tokens
   int64_t block_length = 0;  // 0 = gen_length (one block)
-  int64_t steps = 0;         // 0 = gen_length (one token per step)
+  int64_t steps = 0;         // 0 = gen_length (one token per step); with kThreshold / kFactor, ignored
   Remasking remasking = Remasking::kLowConfidence;
-  double temperature = 0.0;  // > 0: Gumbel-max sampling in float64
-  double cfg_scale = 0.0;    // > 0: classifier-free guidance, cond and uncond rows in one batched forward
+  double temperature = 0.0;  // LLaDA: > 0 Gumbel-max in float64; Dream: > 0 samples from softmax(logits / T)
+  double cfg_scale = 0.0;    // > 0: classifier-free guidance, cond and uncond rows in one batched forward (LLaDA)
   uint64_t seed = 0;
   bool logits_eos_inf = false;          // never predict EOS
   bool confidence_eos_eot_inf = false;  // zero the probability of EOT (and EOS at T=0) in the confidence
   bool stop_at_eos = false;             // once EOS is committed, fill the rest with EOS and skip remaining steps
+
+  // Strategy axes (docs/denoising.md).
+  Unmask unmask = Unmask::kDefault;
+  Transfer transfer = Transfer::kDefault;
+  double threshold = 0.9;  // kThreshold
+  double factor = 1.0;     // kFactor
+  // Dream sampling. top_k < 0 means the reference's effective default: 50 for Dream (transformers 4.46 leaks
+  // PretrainedConfig's top_k=50 into the generation config), none for LLaDA; 0 = no top-k filter.
+  int64_t top_k = -1;
+  double top_p = 1.0;     // < 1 keeps the smallest set of tokens whose probability reaches top_p
+  double alg_temp = 0.0;  // > 0: positions drawn by multinomial(softmax(score / alg_temp)) instead of top-k
+  double eps = 1e-3;      // kTimestep: the last timestep
+
+  CacheMode cache = CacheMode::kNone;
+  int64_t cache_refresh = 0;  // > 0: also recompute the whole sequence every this many steps inside a block
 };
 
 // What a step callback sees after each denoising step.
@@ -85,6 +142,7 @@ using StepCallback = std::function<bool(const StepEvent&)>;
 struct GenerateResult {
   std::vector<std::vector<int32_t>> outputs;  // generated part of each row
   int64_t forwards = 0;                       // model calls (a cfg call counts once)
+  int64_t forward_tokens = 0;                 // tokens run through the model over all calls (cache savings)
   double seconds = 0;
   bool cancelled = false;
 };

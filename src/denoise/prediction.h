@@ -1,10 +1,18 @@
-// Which token each masked position would take, and how sure the model is: the "which positions to reveal" axis.
+// Which token each masked position would take, and the score positions compete on: the "which positions to
+// reveal" axis of docs/denoising.md. Two families of token rules, as in the references:
+//   kLlada: x0 = argmax(logits) (Gumbel-max on logits/T in float64 when T > 0); the distribution scored is
+//           softmax(raw logits) in float64.
+//   kDream: logits / T (T > 0), then top_p and top_k filters (removed logits get finfo(float).min), then
+//           p = softmax; x0 ~ Categorical(p) when T > 0, else argmax(p).
+// Scores: confidence p[x0]; margin p_top1 - p_top2; entropy Σ p·log(p + 1e-10) (the negative entropy: higher is
+// surer); random U[0,1).
 #pragma once
 
 #include <cstdint>
 #include <span>
 
 #include "denoise/rng.h"
+#include "dllm/dllm.h"
 
 namespace dllm {
 
@@ -13,15 +21,19 @@ struct Prediction {
   double confidence = 0;  // the score positions compete on; higher is committed first
 };
 
+enum class TokenRule { kLlada, kDream };
+
 struct PredictionOptions {
-  double temperature = 0;      // > 0: Gumbel-max on logits / T in float64 (LLaDA add_gumbel_noise)
-  bool random_confidence = false;  // LLaDA remasking='random': confidence ~ U[0,1)
+  TokenRule rule = TokenRule::kLlada;
+  Unmask score = Unmask::kConfidence;  // never kDefault here
+  double temperature = 0;
+  int64_t top_k = 0;   // kDream: 0 = no filter
+  double top_p = 1.0;  // kDream: < 1 filters
   int32_t suppress_token = -1;     // logits_eos_inf: this logit is -inf before everything else
   // confidence_eos_eot_inf: these logits are -inf in the softmax that gives the confidence (not in the argmax).
   int32_t confidence_exclude[2] = {-1, -1};
 };
 
-// LLaDA low-confidence / random remasking on one position's logits.
-Prediction predict_llada(std::span<const float> logits, const PredictionOptions& options, Rng& rng);
+Prediction predict(std::span<const float> logits, const PredictionOptions& options, Rng& rng);
 
 }  // namespace dllm

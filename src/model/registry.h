@@ -27,6 +27,7 @@ const Architecture& find_architecture(const Checkpoint& checkpoint);
 
 // Loaders, one per family file.
 std::shared_ptr<Model> load_llada(std::unique_ptr<Checkpoint> checkpoint, const LoadOptions& options);
+std::shared_ptr<Model> load_dream(std::unique_ptr<Checkpoint> checkpoint, const LoadOptions& options);
 
 // Special-token ids not in config.json, looked up by content in the directory's tokenizer.json added_tokens.
 std::optional<int64_t> find_added_token(const std::string& model_dir, const std::vector<std::string>& contents);

@@ -1,7 +1,9 @@
 #include "model/transformer.h"
 
+#include <algorithm>
 #include <numeric>
 
+#include "cache/kv_cache.h"
 #include "core/error.h"
 
 namespace dllm {
@@ -48,6 +50,23 @@ std::vector<float> Transformer::run(const ForwardInput& input) {
     fail("forward: logits_from ", input.logits_from, " outside [0, ", seq, ")");
   for (int32_t t : input.tokens)
     if (t < 0 || t >= mi.vocab_size) fail("forward: token id ", t, " is outside the vocabulary [0, ", mi.vocab_size, ")");
+  if (!input.positions.empty() && input.positions.size() != input.tokens.size())
+    fail("forward: ", input.positions.size(), " positions given for ", input.tokens.size(), " tokens");
+  if (!input.valid.empty() && input.valid.size() != input.tokens.size())
+    fail("forward: ", input.valid.size(), " validity flags given for ", input.tokens.size(), " tokens");
+  for (int64_t p : input.positions)
+    if (p < 0 || p >= mi.max_seq_len) fail("forward: position ", p, " outside [0, ", mi.max_seq_len, ")");
+  const CacheOp op = input.cache ? input.cache_op : CacheOp::kNone;
+  if (input.cache_op != CacheOp::kNone && !input.cache) fail("forward: a cache operation needs a cache");
+  KvCache* cache = input.cache;
+  const int64_t offset = op == CacheOp::kReuse ? input.cache_offset : 0;
+  if (op == CacheOp::kReuse) {
+    if (cache->empty() || cache->batch != batch)
+      fail("forward: the cache holds ", cache->batch, " rows, not the ", batch, " of this call (store it first)");
+    if (offset < 0 || offset + seq > cache->seq_len)
+      fail("forward: tokens [", offset, ", ", offset + seq, ") are outside the cached ", cache->seq_len,
+           " positions");
+  }
 
   std::lock_guard<std::mutex> lock(mutex_);
   const int64_t n = batch * seq, d = mi.d_model, hd = mi.head_dim;
@@ -62,8 +81,34 @@ std::vector<float> Transformer::run(const ForwardInput& input) {
   up_.resize(n * ffn);
 
   std::vector<int64_t> positions(n);
-  for (int64_t b = 0; b < batch; ++b) std::iota(positions.begin() + b * seq, positions.begin() + (b + 1) * seq, 0);
-  rope_.ensure(seq);
+  if (!input.positions.empty()) {
+    std::copy(input.positions.begin(), input.positions.end(), positions.begin());
+  } else {
+    for (int64_t b = 0; b < batch; ++b)
+      std::iota(positions.begin() + b * seq, positions.begin() + (b + 1) * seq, offset);
+  }
+  rope_.ensure(*std::max_element(positions.begin(), positions.end()) + 1);
+
+  // Query validity (padding attends to nothing: its attention output is 0) and key validity.
+  std::vector<uint8_t> query_valid;
+  if (!input.valid.empty()) {
+    query_valid.assign(input.valid.begin(), input.valid.end());
+  } else if (op == CacheOp::kReuse) {
+    for (int64_t b = 0; b < batch; ++b)
+      query_valid.insert(query_valid.end(), cache->valid.begin() + b * cache->seq_len + offset,
+                         cache->valid.begin() + b * cache->seq_len + offset + seq);
+  }
+  const bool any_invalid = std::find(query_valid.begin(), query_valid.end(), 0) != query_valid.end();
+  if (op == CacheOp::kStore) {
+    cache->reset(static_cast<int64_t>(weights_.layers.size()), batch, seq, kv_dim);
+    if (!query_valid.empty()) cache->valid = query_valid;
+  }
+  const uint8_t* key_valid = nullptr;
+  if (op == CacheOp::kReuse) {
+    if (std::find(cache->valid.begin(), cache->valid.end(), 0) != cache->valid.end()) key_valid = cache->valid.data();
+  } else if (any_invalid) {
+    key_valid = query_valid.data();
+  }
 
   auto record = [&](const float* src) {
     if (input.hidden_states) input.hidden_states->emplace_back(src, src + seq * d);  // row 0
@@ -85,8 +130,23 @@ std::vector<float> Transformer::run(const ForwardInput& input) {
     }
     rope_neox(q_.data(), n, mi.n_heads, positions.data(), rope_);
     rope_neox(k_.data(), n, mi.n_kv_heads, positions.data(), rope_);
-    attention(q_.data(), k_.data(), v_.data(), batch, seq, seq, mi.n_heads, mi.n_kv_heads, hd, nullptr,
-              att_.data());
+    if (op == CacheOp::kNone) {
+      attention(q_.data(), k_.data(), v_.data(), batch, seq, seq, mi.n_heads, mi.n_kv_heads, hd, key_valid,
+                att_.data());
+    } else {
+      // kStore writes every position; kReuse overwrites its range and attends over the whole cached rows.
+      float* ck = cache->k[l].data();
+      float* cv = cache->v[l].data();
+      const int64_t len = cache->seq_len;
+      for (int64_t b = 0; b < batch; ++b) {
+        std::copy_n(k_.data() + b * seq * kv_dim, seq * kv_dim, ck + (b * len + offset) * kv_dim);
+        std::copy_n(v_.data() + b * seq * kv_dim, seq * kv_dim, cv + (b * len + offset) * kv_dim);
+      }
+      attention(q_.data(), ck, cv, batch, seq, len, mi.n_heads, mi.n_kv_heads, hd, key_valid, att_.data());
+    }
+    if (any_invalid)
+      for (int64_t r = 0; r < n; ++r)
+        if (!query_valid[r]) std::fill_n(att_.data() + r * q_dim, q_dim, 0.0f);
     w.o.forward(att_.data(), n, x_.data(), /*accumulate=*/true);
 
     rms_norm(x_.data(), w.ffn_norm.data(), n, d, config_.rms_eps, h_.data());

@@ -1,0 +1,392 @@
+#include "denoise/denoiser.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "core/error.h"
+#include "denoise/schedule.h"
+
+namespace dllm {
+
+namespace {
+
+// A per-position random stream, so results do not depend on the thread count or the order positions are visited.
+uint64_t stream_seed(uint64_t seed, int64_t forward, int64_t row, int64_t pos) {
+  uint64_t z = seed ^ (static_cast<uint64_t>(forward) * 0x9E3779B97F4A7C15ull) ^
+               (static_cast<uint64_t>(row) << 48) ^ (static_cast<uint64_t>(pos) * 0xBF58476D1CE4E5B9ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+bool adaptive(Transfer t) { return t == Transfer::kThreshold || t == Transfer::kFactor; }
+
+}  // namespace
+
+ForwardInput ForwardPlan::input() const {
+  ForwardInput in;
+  in.tokens = tokens;
+  in.batch = rows;
+  in.logits_from = logits_from;
+  in.positions = positions;
+  in.valid = valid;
+  in.cache = cache;
+  in.cache_op = cache_op;
+  in.cache_offset = canvas_offset;
+  return in;
+}
+
+DenoiseSettings resolve_settings(const ModelInfo& info, const GenerateParams& p) {
+  DenoiseSettings s;
+  const bool dream = info.architecture == "dream";
+  PredictionOptions& o = s.prediction;
+  o.rule = dream ? TokenRule::kDream : TokenRule::kLlada;
+  o.temperature = p.temperature;
+  if (p.temperature < 0) fail("generate: temperature must be >= 0, got ", p.temperature);
+  if (p.cfg_scale < 0) fail("generate: cfg_scale must be >= 0, got ", p.cfg_scale);
+  if (!(p.top_p > 0 && p.top_p <= 1)) fail("generate: top_p must be in (0, 1], got ", p.top_p);
+  if (p.alg_temp < 0) fail("generate: alg_temp must be >= 0, got ", p.alg_temp);
+  if (!(p.eps > 0 && p.eps < 1)) fail("generate: eps must be in (0, 1), got ", p.eps);
+  if (p.cache_refresh < 0) fail("generate: cache_refresh must be >= 0, got ", p.cache_refresh);
+  if (dream) {
+    o.top_k = p.top_k < 0 ? 50 : p.top_k;  // transformers 4.46 leaks PretrainedConfig's top_k=50
+    o.top_p = p.top_p;
+  } else if (p.top_k > 0 || p.top_p < 1) {
+    fail("generate: top_k/top_p belong to Dream's token rule; LLaDA's generate() has none (got top_k ", p.top_k,
+         ", top_p ", p.top_p, ")");
+  }
+
+  // Which positions, and how many per step; Dream's default alg is 'origin' (generation_config.json).
+  s.transfer = p.transfer;
+  Unmask score = p.unmask;
+  if (dream && score == Unmask::kDefault && s.transfer == Transfer::kDefault) {
+    score = Unmask::kRandom;
+    s.transfer = Transfer::kTimestepBernoulli;
+  }
+  if (score == Unmask::kDefault)
+    score = dream ? Unmask::kConfidence
+                  : (p.remasking == Remasking::kRandom ? Unmask::kRandom : Unmask::kConfidence);
+  if (s.transfer == Transfer::kDefault) s.transfer = dream ? Transfer::kTimestep : Transfer::kUniform;
+  o.score = score;
+  if (s.transfer == Transfer::kThreshold && !(p.threshold > 0 && p.threshold <= 1))
+    fail("generate: threshold must be in (0, 1], got ", p.threshold);
+  if (s.transfer == Transfer::kFactor && !(p.factor > 0)) fail("generate: factor must be > 0, got ", p.factor);
+  if (adaptive(s.transfer) && p.alg_temp > 0)
+    fail("generate: alg_temp ", p.alg_temp, " samples a fixed number of positions; it does not combine with the "
+         "threshold / factor rules");
+  s.threshold = p.threshold;
+  s.factor = p.factor;
+  s.alg_temp = p.alg_temp;
+  s.eps = p.eps;
+
+  if (p.logits_eos_inf) o.suppress_token = info.eos_id;
+  if (p.confidence_eos_eot_inf) {
+    // The reference writes `logits_with_noise[eos] = logits[eot] = -inf`; at temperature 0 those two tensors are
+    // the same object, so EOS is excluded from the confidence softmax too.
+    o.confidence_exclude[0] = info.eot_id;
+    if (p.temperature <= 0) o.confidence_exclude[1] = info.eos_id;
+  }
+
+  if (p.gen_length <= 0) fail("generate: gen_length must be > 0, got ", p.gen_length);
+  s.block_length = p.block_length > 0 ? p.block_length : p.gen_length;
+  if (p.gen_length % s.block_length != 0)
+    fail("generate: gen_length ", p.gen_length, " is not a multiple of block_length ", s.block_length);
+  s.num_blocks = p.gen_length / s.block_length;
+  if (adaptive(s.transfer)) {
+    s.steps_per_block = s.block_length;  // a cap: every step commits at least one position
+  } else {
+    const int64_t steps = p.steps > 0 ? p.steps : p.gen_length;
+    if (steps % s.num_blocks != 0)
+      fail("generate: steps ", steps, " is not a multiple of the number of blocks ", s.num_blocks,
+           " (gen_length / block_length)");
+    s.steps_per_block = steps / s.num_blocks;
+  }
+  s.cfg = p.cfg_scale > 0;
+  s.shift = info.shift_logits;
+  s.cache = p.cache;
+  s.cache_refresh = p.cache_refresh;
+  return s;
+}
+
+Denoiser::Denoiser(const ModelInfo& info, const std::vector<std::vector<int32_t>>& prompts,
+                   const GenerateParams& params)
+    : info_(info), params_(params), s_(resolve_settings(info, params)) {
+  if (prompts.empty()) fail("generate: no prompt given");
+  batch_ = static_cast<int64_t>(prompts.size());
+  for (const auto& prompt : prompts) prompt_len_ = std::max<int64_t>(prompt_len_, static_cast<int64_t>(prompt.size()));
+  for (size_t r = 0; r < prompts.size(); ++r)
+    for (int32_t t : prompts[r])
+      if (t < 0 || t >= info.vocab_size)
+        fail("generate: prompt ", r, " has token id ", t, " outside the vocabulary [0, ", info.vocab_size, ")");
+  total_len_ = prompt_len_ + params.gen_length;
+  if (total_len_ > info.max_seq_len)
+    fail("generate: prompt (", prompt_len_, ") + gen_length (", params.gen_length,
+         ") exceeds the model's maximum of ", info.max_seq_len, " positions");
+  const int32_t mask = info.mask_id;
+  const int32_t pad_id = info.pad_id >= 0 ? info.pad_id : info.eos_id;
+
+  // x = left-padded prompt (pad id, as the references batch prompts of unequal length) + gen_length masks.
+  // LLaDA's model ignores the attention mask (the pads are attended); Dream masks them out (valid_i AND valid_j)
+  // and gives position ids cumsum(valid) - 1, pads 1.
+  x_.assign(batch_, std::vector<int32_t>(total_len_, mask));
+  bool padded = false;
+  for (int64_t b = 0; b < batch_; ++b) {
+    const int64_t pad = prompt_len_ - static_cast<int64_t>(prompts[b].size());
+    padded |= pad > 0;
+    std::fill(x_[b].begin(), x_[b].begin() + pad, pad_id);
+    std::copy(prompts[b].begin(), prompts[b].end(), x_[b].begin() + pad);
+  }
+  if (padded && s_.prediction.rule == TokenRule::kDream) {
+    valid_.assign(batch_ * total_len_, 1);
+    positions_.assign(batch_ * total_len_, 1);
+    for (int64_t b = 0; b < batch_; ++b) {
+      const int64_t pad = prompt_len_ - static_cast<int64_t>(prompts[b].size());
+      for (int64_t i = 0; i < total_len_; ++i) {
+        valid_[b * total_len_ + i] = i >= pad;
+        if (i >= pad) positions_[b * total_len_ + i] = i - pad;
+      }
+    }
+  }
+  // prompt_index: everything that is not a mask at the start (the cfg branch masks exactly these).
+  is_prompt_.resize(batch_);
+  first_mask_ = prompt_len_;  // masks inside the prompt (infilling) need logits too
+  for (int64_t b = 0; b < batch_; ++b) {
+    is_prompt_[b].resize(total_len_);
+    for (int64_t i = 0; i < total_len_; ++i) {
+      is_prompt_[b][i] = x_[b][i] != mask;
+      if (!is_prompt_[b][i]) first_mask_ = std::min(first_mask_, i);
+    }
+  }
+  finished_.assign(batch_, 0);
+  canvas_.resize(batch_);
+  committed_.resize(batch_);
+  start_block();
+}
+
+int64_t Denoiser::count_masks(int64_t row, int64_t lo, int64_t hi) const {
+  return std::count(x_[row].begin() + lo, x_[row].begin() + hi, info_.mask_id);
+}
+
+void Denoiser::start_block() {
+  step_ = 0;
+  cache_.clear();
+  const int64_t begin = prompt_len_ + block_ * s_.block_length, end = begin + s_.block_length;
+  if (s_.transfer == Transfer::kUniform) {
+    quota_.assign(batch_, {});
+    for (int64_t b = 0; b < batch_; ++b) quota_[b] = uniform_transfer_counts(count_masks(b, begin, end), s_.steps_per_block);
+  } else if (s_.transfer == Transfer::kTimestep || s_.transfer == Transfer::kTimestepBernoulli) {
+    timesteps_ = dream_timesteps(s_.steps_per_block, s_.eps);
+  }
+}
+
+const ForwardPlan& Denoiser::plan() {
+  if (done_) fail("denoiser: plan() after the generation finished");
+  ForwardPlan& p = plan_;
+  const int64_t rows = s_.cfg ? 2 * batch_ : batch_;
+  const int64_t block_begin = prompt_len_ + block_ * s_.block_length, block_end = block_begin + s_.block_length;
+  const bool reuse = s_.cache != CacheMode::kNone && step_ > 0 &&
+                     !(s_.cache_refresh > 0 && step_ % s_.cache_refresh == 0) && !cache_.empty();
+  const int64_t shift = s_.shift ? 1 : 0;
+  int64_t lo = 0, hi = total_len_;
+  if (reuse) {
+    lo = std::max<int64_t>(0, block_begin - shift);
+    hi = s_.cache == CacheMode::kDual ? block_end : total_len_;
+  }
+  p.rows = rows;
+  p.len = hi - lo;
+  p.canvas_offset = lo;
+  p.logits_from = reuse ? 0 : std::max<int64_t>(0, first_mask_ - shift);
+  p.cache = s_.cache == CacheMode::kNone ? nullptr : &cache_;
+  p.cache_op = s_.cache == CacheMode::kNone ? CacheOp::kNone : (reuse ? CacheOp::kReuse : CacheOp::kStore);
+  p.tokens.resize(rows * p.len);
+  for (int64_t b = 0; b < batch_; ++b) {
+    std::copy(x_[b].begin() + lo, x_[b].begin() + hi, p.tokens.begin() + b * p.len);
+    if (s_.cfg)  // uncond rows: every prompt position masked
+      for (int64_t i = lo; i < hi; ++i)
+        p.tokens[(batch_ + b) * p.len + i - lo] = is_prompt_[b][i] ? info_.mask_id : x_[b][i];
+  }
+  p.positions.clear();
+  p.valid.clear();
+  if (!positions_.empty()) {
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t b = r % batch_;
+      p.positions.insert(p.positions.end(), positions_.begin() + b * total_len_ + lo, positions_.begin() + b * total_len_ + hi);
+      p.valid.insert(p.valid.end(), valid_.begin() + b * total_len_ + lo, valid_.begin() + b * total_len_ + hi);
+    }
+  }
+  planned_ = true;
+  return p;
+}
+
+void Denoiser::step(std::span<const float> logits_in) {
+  if (!planned_) fail("denoiser: step() without a plan()");
+  planned_ = false;
+  const ForwardPlan& p = plan_;
+  const int64_t vocab = info_.vocab_size, span = p.len - p.logits_from;
+  if (static_cast<int64_t>(logits_in.size()) != p.rows * span * vocab)
+    fail("denoiser: got ", logits_in.size(), " logits, the plan needs ", p.rows * span * vocab);
+  ++forwards_;
+  forward_tokens_ += p.rows * p.len;
+  std::vector<float> combined;
+  const float* logits = logits_in.data();
+  if (s_.cfg) {
+    const float scale = static_cast<float>(params_.cfg_scale + 1.0);
+    const size_t half = static_cast<size_t>(batch_ * span * vocab);
+    combined.resize(half);
+    for (size_t i = 0; i < half; ++i) {
+      const float un = logits[half + i];
+      combined[i] = un + scale * (logits[i] - un);
+    }
+    logits = combined.data();
+  }
+
+  const int32_t mask = info_.mask_id;
+  const int64_t block_begin = prompt_len_ + block_ * s_.block_length, block_end = block_begin + s_.block_length;
+  // Eligible: masked positions before the end of the current block, from the first mask (earlier blocks included,
+  // as the references do) or, on a cached step, within the current block only (Fast-dLLM).
+  const int64_t lo = p.cache_op == CacheOp::kReuse ? block_begin : first_mask_;
+  const int64_t first_logit = p.canvas_offset + p.logits_from;
+  auto source = [&](int64_t pos) { return s_.shift && pos > 0 ? pos - 1 : pos; };  // Dream's logit shift
+  const int64_t width = block_end - lo;
+  pred_.resize(batch_ * width);
+#pragma omp parallel for collapse(2) schedule(dynamic, 4)
+  for (int64_t b = 0; b < batch_; ++b)
+    for (int64_t i = 0; i < width; ++i) {
+      const int64_t pos = lo + i;
+      if (x_[b][pos] != mask || finished_[b]) continue;
+      Rng rng(stream_seed(params_.seed, forwards_, b, pos));
+      const float* row = logits + ((b * span) + source(pos) - first_logit) * vocab;
+      pred_[b * width + i] = predict({row, static_cast<size_t>(vocab)}, s_.prediction, rng);
+    }
+
+  // Dream's k is computed from the batch-mean number of masks (float32), once for all rows.
+  int64_t timestep_k = 0;
+  float p_transfer = 1.0f;
+  const bool last_step = step_ == s_.steps_per_block - 1;
+  if (s_.transfer == Transfer::kTimestep || s_.transfer == Transfer::kTimestepBernoulli) {
+    int64_t total = 0;
+    for (int64_t b = 0; b < batch_; ++b) total += count_masks(b, lo, block_end);
+    const float mean = static_cast<float>(total) / static_cast<float>(batch_);
+    const float t = timesteps_[step_], s = timesteps_[step_ + 1];
+    timestep_k = timestep_transfer_count(mean, t, s, last_step);
+    p_transfer = last_step ? 1.0f : 1.0f - s / t;
+  }
+
+  for (int64_t b = 0; b < batch_; ++b) {
+    committed_[b].clear();
+    if (finished_[b]) continue;
+    std::vector<int64_t> eligible;
+    for (int64_t pos = lo; pos < block_end; ++pos)
+      if (x_[b][pos] == mask) eligible.push_back(pos);
+    auto conf = [&](int64_t pos) { return pred_[b * width + pos - lo].confidence; };
+    std::vector<int64_t> chosen;
+    if (s_.transfer == Transfer::kTimestepBernoulli) {
+      // Dream alg=origin: each masked position independently with probability 1 - s/t.
+      Rng rng(stream_seed(params_.seed ^ 0x5bd1e995ull, forwards_, b, -1));
+      for (int64_t pos : eligible)
+        if (rng.uniform() < static_cast<double>(p_transfer)) chosen.push_back(pos);
+    } else {
+      // Order by score, equal scores to the lower position.
+      std::stable_sort(eligible.begin(), eligible.end(), [&](int64_t a, int64_t c) { return conf(a) > conf(c); });
+      int64_t k = 0;
+      switch (s_.transfer) {
+        case Transfer::kUniform: k = quota_[b][step_]; break;
+        case Transfer::kTimestep: k = timestep_k; break;
+        case Transfer::kThreshold:
+        case Transfer::kFactor: {
+          std::vector<double> sorted;
+          for (int64_t pos : eligible) sorted.push_back(conf(pos));
+          k = s_.transfer == Transfer::kThreshold ? threshold_count(sorted, s_.threshold) : factor_count(sorted, s_.factor);
+          break;
+        }
+        default: break;
+      }
+      k = std::min<int64_t>(k, static_cast<int64_t>(eligible.size()));
+      if (s_.alg_temp > 0 && k > 0) {
+        // multinomial(softmax(score / alg_temp), k) without replacement.
+        Rng rng(stream_seed(params_.seed ^ 0x2545F4914F6CDD1Dull, forwards_, b, -1));
+        std::vector<int64_t> pool = eligible;
+        std::vector<double> w(pool.size());
+        const double top = conf(pool[0]);
+        for (size_t j = 0; j < pool.size(); ++j) w[j] = std::exp((conf(pool[j]) - top) / s_.alg_temp);
+        for (int64_t j = 0; j < k; ++j) {
+          const double u = rng.uniform() * std::accumulate(w.begin(), w.end(), 0.0);
+          double cum = 0;
+          size_t pick = pool.size() - 1;
+          for (size_t q = 0; q < pool.size(); ++q) {
+            cum += w[q];
+            if (u < cum && w[q] > 0) {
+              pick = q;
+              break;
+            }
+          }
+          chosen.push_back(pool[pick]);
+          w[pick] = 0;
+        }
+      } else {
+        chosen.assign(eligible.begin(), eligible.begin() + k);
+      }
+    }
+    for (int64_t pos : chosen) {
+      x_[b][pos] = pred_[b * width + pos - lo].token;  // may be the mask id itself (kept masked)
+      committed_[b].push_back(pos - prompt_len_);
+    }
+    if (params_.stop_at_eos) check_stop_at_eos(b);
+  }
+
+  event_.block = block_;
+  event_.step = step_;
+  event_.forwards = forwards_;
+  for (int64_t b = 0; b < batch_; ++b) canvas_[b].assign(x_[b].begin() + prompt_len_, x_[b].end());
+  event_.canvas = &canvas_;
+  event_.committed = &committed_;
+
+  ++step_;
+  if (std::all_of(finished_.begin(), finished_.end(), [](uint8_t f) { return f; })) {
+    done_ = true;
+  } else if (step_ >= s_.steps_per_block || block_finished()) {
+    if (++block_ >= s_.num_blocks) done_ = true;
+    else start_block();
+  }
+}
+
+// Early stop: nothing left to commit in the current block. Fixed schedules look at every eligible position (earlier
+// blocks included, so skipping is exact); the adaptive rules, like Fast-dLLM, at the block itself.
+bool Denoiser::block_finished() const {
+  const int64_t block_begin = prompt_len_ + block_ * s_.block_length, block_end = block_begin + s_.block_length;
+  const int64_t lo = adaptive(s_.transfer) ? block_begin : first_mask_;
+  for (int64_t b = 0; b < batch_; ++b)
+    if (!finished_[b] && count_masks(b, lo, block_end) > 0) return false;
+  return true;
+}
+
+// Stop once an EOS is committed with nothing masked before it: the answer is complete.
+void Denoiser::check_stop_at_eos(int64_t b) {
+  if (info_.eos_id < 0) return;
+  for (int64_t pos = prompt_len_; pos < total_len_; ++pos) {
+    if (x_[b][pos] == info_.mask_id) return;
+    if (x_[b][pos] == info_.eos_id) {
+      std::fill(x_[b].begin() + pos, x_[b].end(), info_.eos_id);
+      finished_[b] = 1;
+      return;
+    }
+  }
+}
+
+void Denoiser::cancel() {
+  cancelled_ = true;
+  done_ = true;
+}
+
+GenerateResult Denoiser::result() const {
+  GenerateResult r;
+  for (int64_t b = 0; b < batch_; ++b) r.outputs.emplace_back(x_[b].begin() + prompt_len_, x_[b].end());
+  r.forwards = forwards_;
+  r.forward_tokens = forward_tokens_;
+  r.cancelled = cancelled_;
+  return r;
+}
+
+}  // namespace dllm

@@ -1,0 +1,101 @@
+// The denoising loop as a steppable per-request object, so that one driver (dllm::generate) and a batching
+// scheduler (the server) run the same semantics.
+//
+//   Denoiser d(model.info(), prompts, params);      // validates params; the canvas is prompt + masks
+//   while (!d.done()) {
+//     const ForwardPlan& plan = d.plan();          // the forward this step needs: rows, tokens, positions,
+//                                                  // validity, logits_from, cache op
+//     std::vector<float> logits = model.forward(plan.input()).value();
+//     d.step(logits);                              // commit tokens, advance block/step, early stop
+//     if (!callback(d.event())) d.cancel();
+//   }
+//   GenerateResult r = d.result();
+//
+// A scheduler may run several Denoisers' plans in one batched forward: plans without a cache (CacheOp::kNone)
+// are plain rows of tokens with explicit positions/validity, so rows of different lengths can be right-padded
+// with validity 0 (a padded token neither attends nor is attended to) and the logits sliced back per Denoiser;
+// requests may join or leave between any two steps. Plans with a cache carry their Denoiser's own KvCache and are
+// run one Denoiser per forward. step() expects logits in the layout Model::forward returns for plan.input():
+// [plan.rows, plan.len - plan.logits_from, vocab]. A Denoiser is not thread-safe; distinct Denoisers are
+// independent.
+//
+// The strategy axes (which positions, how many per step, block length, cache) are resolved from GenerateParams
+// and the model family in the constructor; docs/denoising.md describes each and the reference it reproduces.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "cache/kv_cache.h"
+#include "denoise/prediction.h"
+#include "dllm/dllm.h"
+
+namespace dllm {
+
+struct ForwardPlan {
+  std::vector<int32_t> tokens;     // [rows * len]
+  std::vector<int64_t> positions;  // [rows * len], empty = 0..len-1 (+ cache_offset)
+  std::vector<uint8_t> valid;      // [rows * len], empty = all valid
+  int64_t rows = 0, len = 0;
+  int64_t logits_from = 0;    // within the row
+  int64_t canvas_offset = 0;  // canvas position of each row's first token
+  CacheOp cache_op = CacheOp::kNone;
+  KvCache* cache = nullptr;
+  ForwardInput input() const;
+};
+
+// Everything the constructor resolved from GenerateParams + the model family.
+struct DenoiseSettings {
+  PredictionOptions prediction;
+  Transfer transfer = Transfer::kUniform;
+  int64_t num_blocks = 1, block_length = 0, steps_per_block = 0;
+  double threshold = 0.9, factor = 1.0, alg_temp = 0, eps = 1e-3;
+  bool cfg = false, shift = false;
+  CacheMode cache = CacheMode::kNone;
+  int64_t cache_refresh = 0;
+};
+DenoiseSettings resolve_settings(const ModelInfo& info, const GenerateParams& params);
+
+class Denoiser {
+ public:
+  Denoiser(const ModelInfo& info, const std::vector<std::vector<int32_t>>& prompts, const GenerateParams& params);
+
+  bool done() const { return done_; }
+  const ForwardPlan& plan();
+  void step(std::span<const float> logits);
+  void cancel();
+
+  const StepEvent& event() const { return event_; }  // of the last step()
+  GenerateResult result() const;
+  const DenoiseSettings& settings() const { return s_; }
+  int64_t rows() const { return batch_; }
+
+ private:
+  void start_block();
+  bool block_finished() const;
+  int64_t count_masks(int64_t row, int64_t lo, int64_t hi) const;
+  void check_stop_at_eos(int64_t row);
+
+  ModelInfo info_;
+  GenerateParams params_;
+  DenoiseSettings s_;
+  int64_t batch_ = 0, prompt_len_ = 0, total_len_ = 0, first_mask_ = 0;
+  std::vector<std::vector<int32_t>> x_;
+  std::vector<std::vector<uint8_t>> is_prompt_;
+  std::vector<int64_t> positions_;  // [batch * total] Dream padding position ids; empty = 0..total-1
+  std::vector<uint8_t> valid_;      // [batch * total]; empty = all valid
+  std::vector<uint8_t> finished_;   // stop_at_eos
+  std::vector<std::vector<int64_t>> quota_;  // kUniform, per row per step of the current block
+  std::vector<float> timesteps_;            // kTimestep*
+  int64_t block_ = 0, step_ = 0, forwards_ = 0, forward_tokens_ = 0;
+  bool done_ = false, cancelled_ = false, planned_ = false;
+  ForwardPlan plan_;
+  KvCache cache_;
+  std::vector<Prediction> pred_;
+  std::vector<std::vector<int32_t>> canvas_;
+  std::vector<std::vector<int64_t>> committed_;
+  StepEvent event_;
+};
+
+}  // namespace dllm
