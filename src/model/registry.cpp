@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include "core/error.h"
+#include "io/gguf.h"
 #include "io/json_file.h"
 
 namespace dllm {
@@ -52,9 +53,12 @@ std::optional<int64_t> find_added_token(const std::string& model_dir, const std:
   return std::nullopt;
 }
 
+std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& options);  // gguf_loader.cpp
+
 Expected<std::shared_ptr<Model>> Model::load(const std::string& path, const LoadOptions& options) {
   return capture([&]() -> std::shared_ptr<Model> {
     if (options.threads > 0) omp_set_num_threads(options.threads);
+    if (is_gguf_file(path)) return load_gguf(path, options);
     auto checkpoint = std::make_unique<Checkpoint>(path);
     const Architecture& arch = find_architecture(*checkpoint);
     return arch.load(std::move(checkpoint), options);
