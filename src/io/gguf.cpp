@@ -199,8 +199,10 @@ GgufFile::GgufFile(const std::string& path) : file_(path) {
   c.set_context("metadata count");
   const uint64_t n_kv = c.read<uint64_t>();
   // Minimal encodings: a KV is >= 8 (key length) + 4 (type) + 1 bytes, a tensor info >= 8 + 4 + 4 + 8.
-  if (n_kv > c.remaining() / 13) fail(path, ": metadata count ", n_kv, " is larger than the file can hold");
-  if (n_tensors > c.remaining() / 24) fail(path, ": tensor count ", n_tensors, " is larger than the file can hold");
+  if (n_kv > c.remaining() / 13)
+    fail(path, ": truncated or corrupt file: metadata count ", n_kv, " is larger than the file can hold");
+  if (n_tensors > (c.remaining() - n_kv * 13) / 24)
+    fail(path, ": truncated or corrupt file: tensor count ", n_tensors, " is larger than the file can hold");
 
   for (uint64_t i = 0; i < n_kv; ++i) {
     c.set_context("metadata entry " + std::to_string(i));
@@ -208,6 +210,7 @@ GgufFile::GgufFile(const std::string& path) : file_(path) {
     c.set_context("metadata key '" + key + "'");
     if (kv_.count(key)) c.error("duplicate key");
     const uint32_t type = c.read<uint32_t>();
+    kv_order_.push_back(key);
     kv_.emplace(std::move(key), read_value(c, type));
   }
 

@@ -88,6 +88,7 @@ class GgufFile {
   size_t data_offset() const { return data_offset_; }  // start of the tensor data in the file
 
   const std::map<std::string, GgufValue>& metadata() const { return kv_; }
+  const std::vector<std::string>& metadata_order() const { return kv_order_; }  // keys in file order
   const std::vector<GgufTensor>& tensors() const { return tensors_; }  // file order
   bool has(const std::string& key) const { return kv_.count(key) != 0; }
   const GgufTensor* find_tensor(const std::string& name) const;
@@ -116,6 +117,7 @@ class GgufFile {
   uint64_t alignment_ = 32;
   size_t data_offset_ = 0;
   std::map<std::string, GgufValue> kv_;
+  std::vector<std::string> kv_order_;
   std::vector<GgufTensor> tensors_;
   std::map<std::string, size_t> tensor_index_;
 };
