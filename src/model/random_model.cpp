@@ -30,10 +30,17 @@ const ModelShape& find_shape(const std::string& name) {
 
 namespace {
 
+// Uniform with the given standard deviation: billions of values for 8B shapes, so a cheap generator (xorshift).
 std::vector<float> random_vector(std::mt19937_64& rng, size_t n, float stddev) {
-  std::normal_distribution<float> dist(0.0f, stddev);
+  uint64_t state = rng() | 1;
+  const float scale = stddev * 1.7320508f / 8388608.0f;  // uniform(-a, a) has std a/sqrt(3)
   std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
+  for (auto& x : v) {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    x = static_cast<float>(static_cast<int32_t>(state >> 40) - 8388608) * scale;
+  }
   return v;
 }
 
