@@ -56,6 +56,9 @@ Checkpoint::Checkpoint(const std::string& dir) : dir_(dir) {
       for (const auto& [name, view] : shard->tensors())
         if (!index["weight_map"].contains(name))
           fail(shard->path(), ": tensor '", name, "' is not listed in ", index_path);
+        else if (tensors_[name] != &view)
+          fail(shard->path(), ": tensor '", name, "' is also in ", tensors_[name]->file, ", which ", index_path,
+               " maps it to");
   } else {
     const std::string single = dir + "/model.safetensors";
     if (!file_exists(single)) fail(dir, ": no model.safetensors or model.safetensors.index.json");
@@ -69,6 +72,7 @@ const TensorView& Checkpoint::take(const std::string& name, const std::vector<in
   if (it == tensors_.end()) {
     std::string files;
     for (const auto& shard : shards_) files += (files.empty() ? "" : ", ") + shard->path();
+    if (files.empty()) files = "any safetensors file";
     fail(dir_, ": missing tensor '", name, "' (config.json implies shape ", shape_string(expected_shape),
          "; not in ", files, ")");
   }

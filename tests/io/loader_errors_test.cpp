@@ -538,6 +538,19 @@ TEST_F(Sharded, ShardTensorNotInIndex) {
   expect_error({shard2, kLnF, "not listed"});
 }
 
+TEST_F(Sharded, TensorInTwoShards) {
+  shard();
+  auto a = read_tensors(dir_ + "/" + shard1);
+  a.push_back(*find(tensors_, kWte));  // also in shard 2, where the index maps it
+  write_safetensors(dir_ + "/" + shard1, a);
+  expect_error({shard1, kWte, shard2});
+}
+
+TEST_F(Sharded, EmptyWeightMap) {
+  shard([](json& wm) { wm = json::object(); });
+  expect_error({"missing tensor", kWte});
+}
+
 TEST_F(Sharded, PathOutsideDirectory) {
   for (const char* bad : {"../model-00002-of-00002.safetensors", "sub/x.safetensors", "/etc/passwd", ".."}) {
     shard([&](json& wm) { wm[kWte] = bad; });
