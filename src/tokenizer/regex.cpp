@@ -76,19 +76,26 @@ Regex::Regex(const std::string& pattern, const std::string& where) : code_(std::
 Regex::~Regex() = default;
 
 void Regex::for_each_match(std::string_view s, const std::function<void(size_t, size_t)>& fn) const {
-  // Match data is per call (and per thread): the compiled code is shared read-only.
-  struct MatchData {
+  // Match data and JIT stack are per thread: the compiled code is shared read-only. The JIT stack may grow to
+  // 64 MiB (reserved lazily) so that long inputs never hit PCRE2's default 32 KiB limit.
+  struct PerThread {
     pcre2_match_data* md = pcre2_match_data_create(4, nullptr);
-    ~MatchData() { pcre2_match_data_free(md); }
+    pcre2_jit_stack* stack = pcre2_jit_stack_create(32 * 1024, 64 * 1024 * 1024, nullptr);
+    pcre2_match_context* ctx = pcre2_match_context_create(nullptr);
+    PerThread() { pcre2_jit_stack_assign(ctx, nullptr, stack); }
+    ~PerThread() {
+      pcre2_match_context_free(ctx);
+      pcre2_jit_stack_free(stack);
+      pcre2_match_data_free(md);
+    }
   };
-  thread_local MatchData tl;
+  thread_local PerThread tl;
   pcre2_match_data* md = tl.md;
   auto subject = reinterpret_cast<PCRE2_SPTR>(s.data());
   size_t pos = 0;
   while (pos <= s.size()) {
-    int rc = code_->jit
-                 ? pcre2_jit_match(code_->code, subject, s.size(), pos, PCRE2_NO_UTF_CHECK, md, nullptr)
-                 : pcre2_match(code_->code, subject, s.size(), pos, PCRE2_NO_UTF_CHECK, md, nullptr);
+    int rc = code_->jit ? pcre2_jit_match(code_->code, subject, s.size(), pos, PCRE2_NO_UTF_CHECK, md, tl.ctx)
+                        : pcre2_match(code_->code, subject, s.size(), pos, PCRE2_NO_UTF_CHECK, md, tl.ctx);
     if (rc == PCRE2_ERROR_NOMATCH) break;
     if (rc < 0) {
       PCRE2_UCHAR buf[256];

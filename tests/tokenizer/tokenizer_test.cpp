@@ -240,5 +240,17 @@ TEST(Tokenizer, LongWhitespaceFreeSegmentsAreFast) {
   }
 }
 
+TEST(Tokenizer, LongWhitespaceRunsDoNotOverflowTheRegexStack) {
+  std::string spaces(300000, ' ');
+  std::string mixed;
+  for (int i = 0; i < 50000; ++i) mixed += i % 3 ? " \t" : "\r\n";
+  for (const char* name : {"qwen3", "gpt4o"}) {
+    for (const std::string& s : {spaces, mixed, spaces + "x"}) {
+      auto ids = tok(name).encode(s, false);
+      EXPECT_EQ(tok(name).decode(ids, false), s) << name;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace dllm
