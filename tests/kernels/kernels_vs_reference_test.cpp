@@ -1,0 +1,172 @@
+// Every fast kernel against its scalar reference (src/kernels/ref), with a tolerance per compute type.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "core/dtype.h"
+#include "kernels/linear.h"
+#include "kernels/ops.h"
+#include "kernels/ref/reference.h"
+
+namespace dllm {
+namespace {
+
+std::vector<float> random_values(size_t n, float scale, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+// max |a - b| / max(1, max |b|)
+float relative_error(const std::vector<float>& a, const std::vector<float>& b) {
+  float diff = 0, scale = 1;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff = std::max(diff, std::abs(a[i] - b[i]));
+    scale = std::max(scale, std::abs(b[i]));
+  }
+  return diff / scale;
+}
+
+struct MatmulCase {
+  int64_t m, n, k;
+};
+
+class LinearTest : public ::testing::TestWithParam<MatmulCase> {};
+
+TEST_P(LinearTest, F32MatchesReference) {
+  const auto [m, n, k] = GetParam();
+  auto x = random_values(m * k, 1.0f, 1), w = random_values(n * k, 0.05f, 2);
+  std::vector<float> want(m * n), got(m * n);
+  ref::matmul(x.data(), w.data(), m, n, k, want.data());
+  Linear lin(w.data(), DType::kF32, n, k, ComputeType::kF32);
+  lin.forward(x.data(), m, got.data());
+  EXPECT_LT(relative_error(got, want), 1e-5f);
+}
+
+TEST_P(LinearTest, AccumulateAddsToOutput) {
+  const auto [m, n, k] = GetParam();
+  auto x = random_values(m * k, 1.0f, 3), w = random_values(n * k, 0.05f, 4), base = random_values(m * n, 1.0f, 5);
+  std::vector<float> want(m * n), got = base;
+  ref::matmul(x.data(), w.data(), m, n, k, want.data());
+  for (size_t i = 0; i < want.size(); ++i) want[i] += base[i];
+  Linear lin(w.data(), DType::kF32, n, k, ComputeType::kF32);
+  lin.forward(x.data(), m, got.data(), /*accumulate=*/true);
+  EXPECT_LT(relative_error(got, want), 1e-5f);
+}
+
+TEST_P(LinearTest, Bf16StoredWeightsAndFastPath) {
+  const auto [m, n, k] = GetParam();
+  auto x = random_values(m * k, 1.0f, 6), w = random_values(n * k, 0.05f, 7);
+  std::vector<uint16_t> w_bf16(w.size());
+  convert_f32_to_bf16(w.data(), w_bf16.data(), w.size());
+  std::vector<float> w_rounded(w.size());
+  convert_to_f32(DType::kBF16, w_bf16.data(), w_rounded.data(), w.size());
+  std::vector<float> want(m * n), got(m * n);
+  ref::matmul(x.data(), w_rounded.data(), m, n, k, want.data());
+  // BF16 storage with f32 compute: the upcast is exact, so f32 tolerance.
+  Linear exact(w_bf16.data(), DType::kBF16, n, k, ComputeType::kF32);
+  exact.forward(x.data(), m, got.data());
+  EXPECT_LT(relative_error(got, want), 1e-5f);
+  // The bf16 compute path rounds activations to bf16 too (8-bit mantissa): ~2^-8 relative per product,
+  // averaging out over k terms. Where the CPU lacks bf16 matmul, this runs in f32 and passes trivially.
+  Linear fast(w_bf16.data(), DType::kBF16, n, k, ComputeType::kBF16);
+  fast.forward(x.data(), m, got.data());
+  EXPECT_LT(relative_error(got, want), 2e-2f);
+}
+
+TEST_P(LinearTest, F16StoredWeights) {
+  const auto [m, n, k] = GetParam();
+  auto x = random_values(m * k, 1.0f, 8), w = random_values(n * k, 0.05f, 9);
+  std::vector<uint16_t> w_f16(w.size());
+  for (size_t i = 0; i < w.size(); ++i) w_f16[i] = f32_to_f16(w[i]);
+  std::vector<float> w_rounded(w.size());
+  convert_to_f32(DType::kF16, w_f16.data(), w_rounded.data(), w.size());
+  std::vector<float> want(m * n), got(m * n);
+  ref::matmul(x.data(), w_rounded.data(), m, n, k, want.data());
+  Linear lin(w_f16.data(), DType::kF16, n, k, ComputeType::kF32);
+  lin.forward(x.data(), m, got.data());
+  EXPECT_LT(relative_error(got, want), 1e-5f);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, LinearTest,
+                         ::testing::Values(MatmulCase{1, 64, 128}, MatmulCase{7, 33, 65}, MatmulCase{32, 384, 128},
+                                           MatmulCase{300, 96, 256}));
+
+TEST(Kernels, RmsNormMatchesReference) {
+  const int64_t rows = 5, dim = 257;
+  auto x = random_values(rows * dim, 3.0f, 10), w = random_values(dim, 1.0f, 11);
+  std::vector<float> want(x.size()), got(x.size());
+  ref::rms_norm(x.data(), w.data(), rows, dim, 1e-5f, want.data());
+  rms_norm(x.data(), w.data(), rows, dim, 1e-5f, got.data());
+  EXPECT_LT(relative_error(got, want), 1e-6f);
+}
+
+TEST(Kernels, RopeMatchesReference) {
+  const int64_t rows = 40, heads = 3, hd = 32;
+  auto x = random_values(rows * heads * hd, 1.0f, 12);
+  std::vector<int64_t> pos(rows);
+  for (int64_t i = 0; i < rows; ++i) pos[i] = (i * 37) % 300;
+  auto want = x, got = x;
+  ref::rope_neox(want.data(), rows, heads, hd, pos.data(), 500000.0);
+  RopeTable table(hd, 500000.0f, 16);  // grows on demand
+  table.ensure(300);
+  rope_neox(got.data(), rows, heads, pos.data(), table);
+  // f32 angles (as the reference models compute them) vs double: |pos * inv_freq| up to 300 rad.
+  EXPECT_LT(relative_error(got, want), 1e-4f);
+}
+
+struct AttentionCase {
+  int64_t batch, q_len, kv_len, heads, kv_heads, hd;
+  bool masked;
+};
+
+class AttentionTest : public ::testing::TestWithParam<AttentionCase> {};
+
+TEST_P(AttentionTest, MatchesReference) {
+  const auto c = GetParam();
+  auto q = random_values(c.batch * c.q_len * c.heads * c.hd, 1.0f, 13);
+  auto k = random_values(c.batch * c.kv_len * c.kv_heads * c.hd, 1.0f, 14);
+  auto v = random_values(c.batch * c.kv_len * c.kv_heads * c.hd, 1.0f, 15);
+  std::vector<uint8_t> valid(c.batch * c.kv_len, 1);
+  if (c.masked) {
+    for (int64_t j = 0; j < c.kv_len; j += 3) valid[j] = 0;
+    for (int64_t j = 0; j < c.kv_len; ++j) valid[(c.batch - 1) * c.kv_len + j] = 0;  // a row with no valid key
+  }
+  std::vector<float> want(q.size()), got(q.size());
+  const uint8_t* mask = c.masked ? valid.data() : nullptr;
+  ref::attention(q.data(), k.data(), v.data(), c.batch, c.q_len, c.kv_len, c.heads, c.kv_heads, c.hd, mask,
+                 want.data());
+  attention(q.data(), k.data(), v.data(), c.batch, c.q_len, c.kv_len, c.heads, c.kv_heads, c.hd, mask, got.data());
+  EXPECT_LT(relative_error(got, want), 2e-6f);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, AttentionTest,
+                         ::testing::Values(AttentionCase{1, 12, 12, 4, 4, 32, false},
+                                           AttentionCase{2, 9, 20, 4, 2, 32, false},   // GQA, q_len != kv_len
+                                           AttentionCase{2, 16, 16, 8, 1, 64, true},   // MQA + key mask
+                                           AttentionCase{1, 5, 7, 2, 2, 12, false}));  // head_dim not /8
+
+TEST(Kernels, SiluMulMatchesReference) {
+  auto g = random_values(10001, 4.0f, 16), u = random_values(10001, 1.0f, 17);
+  g[0] = -100.0f;
+  g[1] = 100.0f;
+  std::vector<float> want(g.size()), got(g.size());
+  ref::silu_mul(g.data(), u.data(), static_cast<int64_t>(g.size()), want.data());
+  silu_mul(g.data(), u.data(), static_cast<int64_t>(g.size()), got.data());
+  EXPECT_LT(relative_error(got, want), 1e-6f);
+}
+
+TEST(Kernels, Bf16RoundingIsNearestEven) {
+  EXPECT_EQ(f32_to_bf16(1.0f), 0x3f80);
+  // 1 + 2^-8 is exactly halfway between two bf16 values: rounds to the even one (1.0).
+  EXPECT_EQ(f32_to_bf16(1.00390625f), 0x3f80);
+  EXPECT_EQ(f32_to_bf16(1.01171875f), 0x3f82);  // halfway, rounds up to even
+  EXPECT_EQ(bf16_to_f32(0x3f82), 1.015625f);
+  EXPECT_TRUE(std::isnan(bf16_to_f32(f32_to_bf16(std::nanf("")))));
+}
+
+}  // namespace
+}  // namespace dllm
