@@ -1,0 +1,52 @@
+// Server metrics in the Prometheus text exposition format (GET /metrics): counters, gauges and histograms with
+// fixed buckets. Thread-safe; cheap enough to update on every step.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace dllm::server {
+
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> bounds);
+  void observe(double v);
+  // Appends the _bucket/_sum/_count lines of `name` (with `labels`, e.g. `endpoint="chat"`, or "").
+  void write(std::string& out, const std::string& name, const std::string& labels) const;
+
+ private:
+  std::vector<double> bounds_;
+  mutable std::mutex mu_;
+  std::vector<uint64_t> counts_;  // per bucket (not cumulative); last = +Inf
+  double sum_ = 0;
+  uint64_t count_ = 0;
+};
+
+struct Metrics {
+  Metrics();
+
+  // requests_total{endpoint, status}
+  void count_request(const std::string& endpoint, int status);
+  std::string render() const;  // the whole /metrics page
+
+  std::atomic<uint64_t> prompt_tokens{0}, completion_tokens{0};
+  std::atomic<uint64_t> forwards{0}, forward_rows{0}, forward_tokens{0}, steps{0};
+  std::atomic<uint64_t> cancelled{0}, failed{0};
+  std::atomic<int64_t> queue_depth{0}, active_requests{0}, active_rows{0};
+
+  Histogram request_seconds;   // from arrival to the last byte of the answer's text
+  Histogram queue_seconds;     // waiting for a slot in the batch
+  Histogram first_step_seconds;  // arrival to the first canvas (time to first draft)
+  Histogram forward_seconds;   // one (batched) model forward
+  Histogram batch_rows;        // rows per forward
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::pair<std::string, int>, uint64_t> requests_;
+};
+
+}  // namespace dllm::server

@@ -1,0 +1,349 @@
+#include "server/request.h"
+
+#include <cmath>
+#include <set>
+
+namespace dllm::server {
+namespace {
+
+using nlohmann::json;
+
+struct FieldError {
+  std::string param, message;
+  int status = 400;
+};
+
+[[noreturn]] void bad(const std::string& param, const std::string& message, int status = 400) {
+  throw FieldError{param, message, status};
+}
+
+const char* type_name(const json& v) {
+  switch (v.type()) {
+    case json::value_t::null: return "null";
+    case json::value_t::boolean: return "a boolean";
+    case json::value_t::string: return "a string";
+    case json::value_t::array: return "an array";
+    case json::value_t::object: return "an object";
+    case json::value_t::number_float: return "a number";
+    default: return "an integer";
+  }
+}
+
+// A field that is absent or null reads as "not given".
+const json* field(const json& body, const char* name) {
+  auto it = body.find(name);
+  if (it == body.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+std::optional<int64_t> get_int(const json& body, const char* name, int64_t lo, int64_t hi) {
+  const json* v = field(body, name);
+  if (!v) return std::nullopt;
+  int64_t x = 0;
+  if (v->is_number_integer()) {
+    x = v->get<int64_t>();
+  } else if (v->is_number_float() && std::floor(v->get<double>()) == v->get<double>() &&
+             std::fabs(v->get<double>()) < 9e15) {
+    x = static_cast<int64_t>(v->get<double>());
+  } else {
+    bad(name, std::string("'") + name + "' must be an integer, got " + type_name(*v));
+  }
+  if (x < lo || x > hi)
+    bad(name, std::string("'") + name + "' must be in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                  "], got " + std::to_string(x));
+  return x;
+}
+
+std::optional<double> get_number(const json& body, const char* name, double lo, double hi, bool lo_open = false) {
+  const json* v = field(body, name);
+  if (!v) return std::nullopt;
+  if (!v->is_number()) bad(name, std::string("'") + name + "' must be a number, got " + type_name(*v));
+  const double x = v->get<double>();
+  if (!(lo_open ? x > lo : x >= lo) || !(x <= hi) || !std::isfinite(x))
+    bad(name, std::string("'") + name + "' must be in " + (lo_open ? "(" : "[") + json(lo).dump() + ", " +
+                  json(hi).dump() + "], got " + v->dump());
+  return x;
+}
+
+std::optional<bool> get_bool(const json& body, const char* name) {
+  const json* v = field(body, name);
+  if (!v) return std::nullopt;
+  if (!v->is_boolean()) bad(name, std::string("'") + name + "' must be a boolean, got " + type_name(*v));
+  return v->get<bool>();
+}
+
+std::optional<std::string> get_string(const json& body, const char* name) {
+  const json* v = field(body, name);
+  if (!v) return std::nullopt;
+  if (!v->is_string()) bad(name, std::string("'") + name + "' must be a string, got " + type_name(*v));
+  return v->get<std::string>();
+}
+
+// Fields of the OpenAI API this engine has no equivalent for: accepted only at their "off" value.
+void reject_unsupported(const json& body) {
+  auto off = [&](const char* name, auto&& is_off) {
+    const json* v = field(body, name);
+    if (v && !is_off(*v))
+      bad(name, std::string("'") + name + "' is not supported by this server (diffusion models produce no " +
+                    "per-token log-probabilities, penalties, tools or structured output); remove it");
+  };
+  auto zero = [](const json& v) { return v.is_number() && v.get<double>() == 0; };
+  auto falsy = [](const json& v) { return v.is_boolean() && !v.get<bool>(); };
+  auto empty = [](const json& v) { return (v.is_object() || v.is_array() || v.is_string()) && v.empty(); };
+  off("logprobs", [&](const json& v) { return falsy(v) || zero(v); });
+  off("top_logprobs", zero);
+  off("logit_bias", empty);
+  off("presence_penalty", zero);
+  off("frequency_penalty", zero);
+  off("echo", falsy);
+  off("suffix", empty);
+  off("tools", empty);
+  off("functions", empty);
+  off("tool_choice", [](const json& v) { return v == "none" || v == "auto"; });
+  off("parallel_tool_calls", [](const json&) { return true; });
+  off("response_format", [](const json& v) { return v.is_object() && v.value("type", "") == "text"; });
+  off("best_of", [](const json& v) { return v.is_number() && v.get<double>() <= 1; });
+  off("modalities", [](const json& v) { return v == json::array({"text"}); });
+}
+
+const std::set<std::string>& known_fields(Endpoint e) {
+  static const std::set<std::string> common = {
+      // OpenAI
+      "model", "max_tokens", "temperature", "top_p", "stop", "n", "seed", "stream", "stream_options", "user",
+      "metadata", "store", "service_tier", "logprobs", "top_logprobs", "logit_bias", "presence_penalty",
+      "frequency_penalty", "best_of", "echo", "suffix", "tools", "functions", "tool_choice", "parallel_tool_calls",
+      "response_format", "modalities",
+      // dLLM
+      "steps", "block_length", "threshold", "factor", "cache", "alg", "remasking", "cfg_scale", "top_k",
+      "alg_temp", "diffusing", "mask_placeholder", "stop_at_eos"};
+  static const std::set<std::string> completions = [] {
+    auto s = common;
+    s.insert("prompt");
+    return s;
+  }();
+  static const std::set<std::string> chat = [] {
+    auto s = common;
+    s.insert({"messages", "max_completion_tokens"});
+    return s;
+  }();
+  return e == Endpoint::kChat ? chat : completions;
+}
+
+std::vector<int32_t> completion_prompt(const json& body, const TextCodec& codec) {
+  const json* p = field(body, "prompt");
+  if (!p) bad("prompt", "'prompt' is required");
+  auto ids_of = [&](const json& arr) {
+    std::vector<int32_t> ids;
+    for (const auto& x : arr) {
+      if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() > INT32_MAX)
+        bad("prompt", "'prompt' as an array of token ids must hold non-negative integers, got " + x.dump());
+      ids.push_back(static_cast<int32_t>(x.get<int64_t>()));
+    }
+    return ids;
+  };
+  auto encode = [&](const std::string& text) {
+    try {
+      return codec.encode(text, /*add_special_tokens=*/true);
+    } catch (const std::exception& e) {
+      bad("prompt", std::string("'prompt': ") + e.what());
+    }
+  };
+  if (p->is_string()) return encode(p->get<std::string>());
+  if (p->is_array()) {
+    if (p->empty()) bad("prompt", "'prompt' must not be empty");
+    if ((*p)[0].is_number()) return ids_of(*p);
+    if (p->size() > 1)
+      bad("prompt", "'prompt' holds " + std::to_string(p->size()) +
+                        " prompts; send one per request (the server batches concurrent requests)");
+    if ((*p)[0].is_string()) return encode((*p)[0].get<std::string>());
+    if ((*p)[0].is_array()) return ids_of((*p)[0]);
+  }
+  bad("prompt", std::string("'prompt' must be a string or an array of token ids, got ") + type_name(*p));
+}
+
+std::vector<int32_t> chat_prompt(const json& body, const TextCodec& codec) {
+  const json* m = field(body, "messages");
+  if (!m) bad("messages", "'messages' is required");
+  if (!m->is_array()) bad("messages", std::string("'messages' must be an array, got ") + type_name(*m));
+  if (m->empty()) bad("messages", "'messages' must not be empty");
+  json messages = json::array();
+  for (size_t i = 0; i < m->size(); ++i) {
+    const json& msg = (*m)[i];
+    const std::string at = "messages[" + std::to_string(i) + "]";
+    if (!msg.is_object()) bad(at, "'" + at + "' must be an object, got " + type_name(msg));
+    auto role = msg.find("role");
+    if (role == msg.end() || !role->is_string()) bad(at + ".role", "'" + at + ".role' must be a string");
+    const std::string r = role->get<std::string>();
+    if (r != "system" && r != "user" && r != "assistant" && r != "developer")
+      bad(at + ".role", "'" + at + ".role' must be one of system, developer, user, assistant; got '" + r + "'");
+    auto content = msg.find("content");
+    std::string text;
+    if (content == msg.end() || content->is_null()) {
+      bad(at + ".content", "'" + at + ".content' is required");
+    } else if (content->is_string()) {
+      text = content->get<std::string>();
+    } else if (content->is_array()) {
+      for (const auto& part : *content) {
+        if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+            !part["text"].is_string())
+          bad(at + ".content", "'" + at + ".content' parts must be {\"type\": \"text\", \"text\": string}");
+        text += part["text"].get<std::string>();
+      }
+    } else {
+      bad(at + ".content", "'" + at + ".content' must be a string or an array of text parts, got " +
+                               type_name(*content));
+    }
+    messages.push_back({{"role", r == "developer" ? "system" : r}, {"content", text}});
+  }
+  if (!codec.chat_template())
+    bad("messages", codec.has_tokenizer()
+                        ? "this model has no chat template (tokenizer_config.json); use /v1/completions"
+                        : "this model has no tokenizer.json and no chat template; use /v1/completions with token ids");
+  std::string text;
+  try {
+    text = codec.chat_template()->render(messages, /*add_generation_prompt=*/true);
+  } catch (const std::exception& e) {
+    bad("messages", std::string("the chat template rejected 'messages': ") + e.what());
+  }
+  // The rendered template carries its own special tokens (BOS ...), as transformers' apply_chat_template.
+  return codec.encode(text, /*add_special_tokens=*/false);
+}
+
+void parse_dllm_fields(const json& body, const ModelInfo& info, GenerateParams& p) {
+  if (auto v = get_int(body, "steps", 1, 1 << 20)) p.steps = *v;
+  if (auto v = get_int(body, "block_length", 1, 1 << 20)) p.block_length = *v;
+  if (auto v = get_number(body, "threshold", 0, 1, /*lo_open=*/true)) {
+    p.threshold = *v;
+    p.transfer = Transfer::kThreshold;
+  }
+  if (auto v = get_number(body, "factor", 0, 1e6, /*lo_open=*/true)) {
+    if (field(body, "threshold")) bad("factor", "'factor' and 'threshold' are two different rules; give one");
+    p.factor = *v;
+    p.transfer = Transfer::kFactor;
+  }
+  if (auto v = get_string(body, "cache")) {
+    if (*v == "none") p.cache = CacheMode::kNone;
+    else if (*v == "prefix") p.cache = CacheMode::kPrefix;
+    else if (*v == "dual") p.cache = CacheMode::kDual;
+    else bad("cache", "'cache' must be one of none, prefix, dual; got '" + *v + "'");
+  }
+  for (const char* name : {"alg", "remasking"}) {
+    auto v = get_string(body, name);
+    if (!v) continue;
+    const bool dream = info.architecture == "dream";
+    if (*v == "low_confidence" || *v == "confidence" || *v == "maskgit_plus") p.unmask = Unmask::kConfidence;
+    else if (*v == "margin" || *v == "topk_margin") p.unmask = Unmask::kMargin;
+    else if (*v == "entropy") p.unmask = Unmask::kEntropy;
+    else if (*v == "random") p.unmask = Unmask::kRandom;
+    else if (*v == "origin" && dream) {
+      p.unmask = Unmask::kDefault;  // Dream's default: random order, Bernoulli transfer
+    } else {
+      bad(name, std::string("'") + name + "' must be one of low_confidence (confidence, maskgit_plus), margin "
+                    "(topk_margin), entropy, random" + (dream ? ", origin" : "") + "; got '" + *v + "'");
+    }
+  }
+  if (auto v = get_number(body, "cfg_scale", 0, 100)) p.cfg_scale = *v;
+  if (auto v = get_int(body, "top_k", 0, 1 << 30)) p.top_k = *v;
+  if (auto v = get_number(body, "alg_temp", 0, 100)) p.alg_temp = *v;
+  if (auto v = get_bool(body, "stop_at_eos")) p.stop_at_eos = *v;
+}
+
+}  // namespace
+
+nlohmann::json error_body(const ApiError& e) {
+  return {{"error",
+           {{"message", e.message},
+            {"type", e.type},
+            {"param", e.param.empty() ? json(nullptr) : json(e.param)},
+            {"code", e.code.empty() ? json(nullptr) : json(e.code)}}}};
+}
+
+std::optional<ApiError> parse_request(const json& body, Endpoint endpoint, const TextCodec& codec,
+                                      const ModelInfo& info, const RequestPolicy& policy, GenRequest& out) {
+  try {
+    if (!body.is_object()) bad("", std::string("the request body must be a JSON object, got ") + type_name(body));
+    for (const auto& [key, value] : body.items())
+      if (!known_fields(endpoint).count(key)) bad(key, "unknown field '" + key + "'");
+    reject_unsupported(body);
+    GenRequest r;
+    r.endpoint = endpoint;
+    r.params = policy.defaults;
+    if (auto m = get_string(body, "model"); m && *m != policy.model_id)
+      bad("model", "unknown model '" + *m + "'; this server serves '" + policy.model_id + "'");
+
+    int64_t max_tokens = policy.defaults.gen_length;
+    if (auto v = get_int(body, "max_tokens", 1, INT32_MAX)) max_tokens = *v;
+    if (endpoint == Endpoint::kChat)
+      if (auto v = get_int(body, "max_completion_tokens", 1, INT32_MAX)) max_tokens = *v;
+    const char* mt_name = field(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+    if (max_tokens > policy.max_tokens)
+      bad(mt_name, std::string("'") + mt_name + "' " + std::to_string(max_tokens) + " is over this server's limit of " +
+                       std::to_string(policy.max_tokens));
+    r.params.gen_length = max_tokens;
+    // The server's block length default applies only where it divides the length asked for.
+    if (!field(body, "block_length") && r.params.block_length > 0 && max_tokens % r.params.block_length != 0)
+      r.params.block_length = 0;
+    if (!field(body, "steps") && r.params.steps > 0 && r.params.steps > max_tokens) r.params.steps = 0;
+
+    if (auto v = get_number(body, "temperature", 0, 2)) r.params.temperature = *v;
+    if (auto v = get_number(body, "top_p", 0, 1, /*lo_open=*/true)) {
+      if (*v < 1 && info.architecture != "dream")
+        bad("top_p", "'top_p' < 1 is not supported for " + info.architecture +
+                         " models (its sampler has no nucleus filter); use temperature");
+      r.params.top_p = *v;
+    }
+    if (auto v = get_int(body, "n", 1, policy.max_n)) r.n = static_cast<int>(*v);
+    if (auto v = get_int(body, "seed", 0, INT64_MAX)) r.params.seed = static_cast<uint64_t>(*v);
+    if (auto v = get_bool(body, "stream")) r.stream = *v;
+    if (auto v = get_bool(body, "diffusing")) r.diffusing = *v;
+    if (r.diffusing && !r.stream) bad("diffusing", "'diffusing' needs 'stream': true");
+    if (const json* so = field(body, "stream_options")) {
+      if (!so->is_object()) bad("stream_options", "'stream_options' must be an object");
+      if (!r.stream) bad("stream_options", "'stream_options' needs 'stream': true");
+      if (auto v = get_bool(*so, "include_usage")) r.include_usage = *v;
+    }
+    r.mask_placeholder = policy.mask_placeholder;
+    if (auto v = get_string(body, "mask_placeholder")) r.mask_placeholder = *v;
+    if (const json* s = field(body, "stop")) {
+      if (s->is_string()) {
+        r.stop.push_back(s->get<std::string>());
+      } else if (s->is_array() && s->size() <= 4) {
+        for (const auto& x : *s) {
+          if (!x.is_string()) bad("stop", "'stop' must be a string or an array of up to 4 strings");
+          r.stop.push_back(x.get<std::string>());
+        }
+      } else {
+        bad("stop", "'stop' must be a string or an array of up to 4 strings");
+      }
+      for (const auto& x : r.stop)
+        if (x.empty()) bad("stop", "'stop' strings must not be empty");
+    }
+    parse_dllm_fields(body, info, r.params);
+
+    r.prompt = endpoint == Endpoint::kChat ? chat_prompt(body, codec) : completion_prompt(body, codec);
+    const char* prompt_name = endpoint == Endpoint::kChat ? "messages" : "prompt";
+    if (r.prompt.empty()) bad(prompt_name, std::string("'") + prompt_name + "' must not be empty");
+    for (int32_t id : r.prompt)
+      if (id >= info.vocab_size)
+        bad(prompt_name, "token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                             std::to_string(info.vocab_size) + ")");
+    if (static_cast<int64_t>(r.prompt.size()) > policy.max_prompt_tokens)
+      bad(prompt_name, std::string("'") + prompt_name + "' is " + std::to_string(r.prompt.size()) +
+                           " tokens, over this server's limit of " + std::to_string(policy.max_prompt_tokens));
+    if (static_cast<int64_t>(r.prompt.size()) + max_tokens > info.max_seq_len)
+      bad(mt_name, "the prompt (" + std::to_string(r.prompt.size()) + " tokens) + '" + mt_name + "' (" +
+                       std::to_string(max_tokens) + ") exceed the model's context of " +
+                       std::to_string(info.max_seq_len) + " tokens");
+    out = std::move(r);
+    return std::nullopt;
+  } catch (const FieldError& e) {
+    ApiError err;
+    err.status = e.status;
+    err.message = e.message;
+    err.param = e.param;
+    if (e.param == "model") err.code = "model_not_found";
+    return err;
+  }
+}
+
+}  // namespace dllm::server

@@ -1,0 +1,126 @@
+#include "server/responses.h"
+
+#include <chrono>
+#include <random>
+
+namespace dllm::server {
+
+using nlohmann::json;
+
+ResponseMeta make_meta(Endpoint endpoint, const std::string& model) {
+  static thread_local std::mt19937_64 rng(std::random_device{}());
+  char hex[25];
+  std::snprintf(hex, sizeof hex, "%016llx%08llx", static_cast<unsigned long long>(rng()),
+                static_cast<unsigned long long>(rng() & 0xffffffffu));
+  ResponseMeta m;
+  m.endpoint = endpoint;
+  m.id = (endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-") + std::string(hex);
+  m.model = model;
+  m.created = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+                  .count();
+  return m;
+}
+
+namespace {
+
+json head(const ResponseMeta& m, bool chunk) {
+  const char* object = m.endpoint == Endpoint::kChat ? (chunk ? "chat.completion.chunk" : "chat.completion")
+                                                     : "text_completion";
+  return {{"id", m.id}, {"object", object}, {"created", m.created}, {"model", m.model}};
+}
+
+json reason(const std::string& r) { return r.empty() ? json(nullptr) : json(r); }
+
+}  // namespace
+
+json usage_json(int64_t prompt_tokens, int64_t completion_tokens) {
+  return {{"prompt_tokens", prompt_tokens},
+          {"completion_tokens", completion_tokens},
+          {"total_tokens", prompt_tokens + completion_tokens}};
+}
+
+json full_response(const ResponseMeta& m, const std::vector<ChoiceResult>& choices, int64_t prompt_tokens,
+                   const json& stats) {
+  json out = head(m, false);
+  json arr = json::array();
+  int64_t completion = 0;
+  for (size_t i = 0; i < choices.size(); ++i) {
+    const ChoiceResult& c = choices[i];
+    completion += c.tokens;
+    if (m.endpoint == Endpoint::kChat)
+      arr.push_back({{"index", i},
+                     {"message", {{"role", "assistant"}, {"content", c.text}}},
+                     {"logprobs", nullptr},
+                     {"finish_reason", c.finish_reason}});
+    else
+      arr.push_back({{"index", i}, {"text", c.text}, {"logprobs", nullptr}, {"finish_reason", c.finish_reason}});
+  }
+  out["choices"] = std::move(arr);
+  out["usage"] = usage_json(prompt_tokens, completion);
+  out["dllm"] = stats;
+  return out;
+}
+
+json text_chunk(const ResponseMeta& m, int index, const std::string& text, const std::string& finish_reason,
+                bool role_only) {
+  json out = head(m, true);
+  json choice = {{"index", index}, {"logprobs", nullptr}, {"finish_reason", reason(finish_reason)}};
+  if (m.endpoint == Endpoint::kChat) {
+    if (role_only) choice["delta"] = {{"role", "assistant"}, {"content", ""}};
+    else if (text.empty()) choice["delta"] = json::object();
+    else choice["delta"] = {{"content", text}};
+  } else {
+    choice["text"] = text;
+  }
+  out["choices"] = json::array({choice});
+  return out;
+}
+
+json usage_chunk(const ResponseMeta& m, int64_t prompt_tokens, int64_t completion_tokens) {
+  json out = head(m, true);
+  out["choices"] = json::array();
+  out["usage"] = usage_json(prompt_tokens, completion_tokens);
+  return out;
+}
+
+json diffusion_chunk(const ResponseMeta& m, const TextCodec& codec, const StepUpdate& u, const std::string& placeholder,
+                     double elapsed_ms) {
+  json out = head(m, true);
+  json choices = json::array(), rows = json::array();
+  for (size_t r = 0; r < u.canvas.size(); ++r) {
+    json choice = {{"index", r}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
+    if (m.endpoint == Endpoint::kChat) choice["delta"] = json::object();
+    else choice["text"] = "";
+    choices.push_back(std::move(choice));
+    const TextCodec::Pieces p = codec.pieces(u.canvas[r]);
+    json pieces = json::array();
+    int64_t masked = 0;
+    for (size_t i = 0; i < p.text.size(); ++i) {
+      if (p.masked[i]) {
+        ++masked;
+        pieces.push_back(nullptr);
+      } else {
+        pieces.push_back(p.text[i]);
+      }
+    }
+    rows.push_back({{"index", r},
+                    {"canvas", codec.canvas_text(u.canvas[r], placeholder)},
+                    {"pieces", std::move(pieces)},
+                    {"committed", r < u.committed.size() ? json(u.committed[r]) : json::array()},
+                    {"masked", masked},
+                    {"length", u.canvas[r].size()}});
+  }
+  out["choices"] = std::move(choices);
+  out["diffusion"] = {{"step", u.step},
+                      {"block", u.block},
+                      {"forwards", u.forwards},
+                      {"elapsed_ms", elapsed_ms},
+                      {"rows", std::move(rows)}};
+  return out;
+}
+
+std::string sse(const json& j) {
+  return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+}
+
+}  // namespace dllm::server

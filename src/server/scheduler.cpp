@@ -1,0 +1,237 @@
+#include "server/scheduler.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace dllm::server {
+
+Job::Job(std::unique_ptr<Denoiser> denoiser, Updates updates)
+    : rows(denoiser->rows() * (denoiser->settings().cfg ? 2 : 1)), denoiser_(std::move(denoiser)), mode_(updates) {}
+
+Job::News Job::wait(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_for(lock, timeout, [&] { return ended_ || !updates_.empty(); });
+  News n;
+  n.updates.assign(std::make_move_iterator(updates_.begin()), std::make_move_iterator(updates_.end()));
+  updates_.clear();
+  n.ended = ended_;
+  return n;
+}
+
+void Job::publish(StepUpdate u) {
+  if (mode_ == Updates::kNone) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (mode_ == Updates::kLatest) updates_.clear();
+  updates_.push_back(std::move(u));
+  cv_.notify_all();
+}
+
+void Job::finish(GenerateResult r, std::optional<std::string> error) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (ended_) return;
+  result_ = std::move(r);
+  error_ = std::move(error);
+  ended_ = true;
+  cv_.notify_all();
+}
+
+Scheduler::Scheduler(Model& model, Metrics& metrics, SchedulerLimits limits)
+    : model_(model), metrics_(metrics), limits_(limits), thread_([this] { loop(); }) {}
+
+Scheduler::~Scheduler() { shutdown(); }
+
+bool Scheduler::submit(const std::shared_ptr<Job>& job) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_ || static_cast<int64_t>(queue_.size()) >= limits_.max_queue) return false;
+    queue_.push_back(job);
+    metrics_.queue_depth = static_cast<int64_t>(queue_.size());
+  }
+  cv_.notify_all();
+  return true;
+}
+
+void Scheduler::shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Scheduler::loop() {
+  std::vector<std::shared_ptr<Job>> active;
+  int64_t active_rows = 0;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || !queue_.empty() || !active.empty(); });
+      if (stop_) {
+        for (auto& j : queue_) j->finish({}, "the server is shutting down");
+        queue_.clear();
+        break;
+      }
+      // Admit in arrival order while the batch has room (a job bigger than the batch runs alone).
+      while (!queue_.empty()) {
+        std::shared_ptr<Job> j = queue_.front();
+        if (j->cancelled()) {
+          queue_.pop_front();
+          GenerateResult r;
+          r.cancelled = true;
+          j->finish(std::move(r), std::nullopt);
+          ++metrics_.cancelled;
+          continue;
+        }
+        if (!active.empty() && active_rows + j->rows > limits_.max_batch_rows) break;
+        queue_.pop_front();
+        j->started = Clock::now();
+        metrics_.queue_seconds.observe(std::chrono::duration<double>(j->started - j->arrived).count());
+        active_rows += j->rows;
+        active.push_back(std::move(j));
+      }
+      metrics_.queue_depth = static_cast<int64_t>(queue_.size());
+    }
+    metrics_.active_requests = static_cast<int64_t>(active.size());
+    metrics_.active_rows = active_rows;
+
+    // Cancelled jobs leave before the forward.
+    for (auto& j : active)
+      if (j->cancelled()) {
+        j->denoiser_->cancel();
+        GenerateResult r = j->denoiser_->result();
+        r.cancelled = true;
+        j->finish(std::move(r), std::nullopt);
+        ++metrics_.cancelled;
+      }
+    retire(active);
+
+    std::vector<std::shared_ptr<Job>> uncached, cached;
+    for (auto& j : active) {
+      try {
+        (j->denoiser_->plan().cache_op == CacheOp::kNone ? uncached : cached).push_back(j);
+      } catch (const std::exception& e) {
+        j->finish({}, e.what());
+        ++metrics_.failed;
+      }
+    }
+    if (!uncached.empty()) run_step(uncached, true);
+    for (auto& j : cached) {
+      std::vector<std::shared_ptr<Job>> one{j};
+      run_step(one, false);
+    }
+    retire(active);
+    active_rows = 0;
+    for (auto& j : active) active_rows += j->rows;
+  }
+  for (auto& j : active) j->finish({}, "the server is shutting down");
+}
+
+void Scheduler::retire(std::vector<std::shared_ptr<Job>>& active) {
+  active.erase(std::remove_if(active.begin(), active.end(),
+                              [](const std::shared_ptr<Job>& j) {
+                                std::lock_guard<std::mutex> lock(j->mu_);
+                                return j->ended_;
+                              }),
+               active.end());
+}
+
+void Scheduler::run_step(std::vector<std::shared_ptr<Job>>& group, bool batched) {
+  const int64_t vocab = model_.info().vocab_size;
+  std::vector<const ForwardPlan*> plans;
+  for (auto& j : group) plans.push_back(&j->denoiser_->plan());
+  const auto t0 = Clock::now();
+  try {
+    std::vector<std::vector<float>> per_job(group.size());
+    int64_t rows = 0, len = 0;
+    if (group.size() == 1 || !batched) {
+      const ForwardPlan& p = *plans[0];
+      per_job[0] = model_.forward(p.input()).value();
+      rows = p.rows;
+      len = p.len;
+    } else {
+      // One forward for every canvas: rows right-padded to the longest plan; padding is invalid (attends to
+      // nothing and is attended by nothing), so each row computes what it would alone.
+      int64_t from = INT64_MAX;
+      for (const ForwardPlan* p : plans) {
+        rows += p->rows;
+        len = std::max(len, p->len);
+        from = std::min(from, p->logits_from);
+      }
+      std::vector<int32_t> tokens(rows * len, model_.info().mask_id);
+      std::vector<int64_t> positions(rows * len, 0);
+      std::vector<uint8_t> valid(rows * len, 0);
+      int64_t r0 = 0;
+      for (const ForwardPlan* p : plans) {
+        for (int64_t r = 0; r < p->rows; ++r) {
+          const int64_t dst = (r0 + r) * len, src = r * p->len;
+          std::copy_n(p->tokens.begin() + src, p->len, tokens.begin() + dst);
+          for (int64_t i = 0; i < p->len; ++i) {
+            positions[dst + i] = p->positions.empty() ? p->canvas_offset + i : p->positions[src + i];
+            valid[dst + i] = p->valid.empty() ? 1 : p->valid[src + i];
+          }
+        }
+        r0 += p->rows;
+      }
+      ForwardInput in;
+      in.tokens = tokens;
+      in.batch = rows;
+      in.logits_from = from;
+      in.positions = positions;
+      in.valid = valid;
+      std::vector<float> logits = model_.forward(in).value();
+      const int64_t span = len - from;
+      r0 = 0;
+      for (size_t k = 0; k < plans.size(); ++k) {
+        const ForwardPlan& p = *plans[k];
+        const int64_t own = p.len - p.logits_from;
+        per_job[k].resize(p.rows * own * vocab);
+        for (int64_t r = 0; r < p.rows; ++r)
+          std::copy_n(logits.begin() + ((r0 + r) * span + (p.logits_from - from)) * vocab, own * vocab,
+                      per_job[k].begin() + r * own * vocab);
+        r0 += p.rows;
+      }
+    }
+    metrics_.forward_seconds.observe(std::chrono::duration<double>(Clock::now() - t0).count());
+    ++metrics_.forwards;
+    metrics_.forward_rows += rows;
+    metrics_.forward_tokens += rows * len;
+    metrics_.batch_rows.observe(static_cast<double>(rows));
+
+    for (size_t k = 0; k < group.size(); ++k) {
+      Job& j = *group[k];
+      try {
+        j.denoiser_->step(per_job[k]);
+        ++metrics_.steps;
+        const StepEvent& ev = j.denoiser_->event();
+        if (j.steps_++ == 0) {
+          j.first_step = Clock::now();
+          metrics_.first_step_seconds.observe(std::chrono::duration<double>(j.first_step - j.arrived).count());
+        }
+        if (j.mode_ != Updates::kNone) {
+          StepUpdate u;
+          u.step = j.steps_;
+          u.block = ev.block;
+          u.forwards = ev.forwards;
+          if (ev.canvas) u.canvas = *ev.canvas;
+          if (ev.committed) u.committed = *ev.committed;
+          j.publish(std::move(u));
+        }
+        if (j.denoiser_->done()) {
+          GenerateResult r = j.denoiser_->result();
+          r.seconds = std::chrono::duration<double>(Clock::now() - j.started).count();
+          j.finish(std::move(r), std::nullopt);
+        }
+      } catch (const std::exception& e) {
+        j.finish({}, e.what());
+        ++metrics_.failed;
+      }
+    }
+  } catch (const std::exception& e) {
+    for (auto& j : group) j->finish({}, std::string("model forward failed: ") + e.what());
+    metrics_.failed += group.size();
+  }
+}
+
+}  // namespace dllm::server

@@ -1,0 +1,84 @@
+// Text <-> token ids for a served model: the model's tokenizer.json (and chat template) when it has one, else an
+// "ids codec" where text is the token ids written as decimal numbers ("12 7 480"), so that a model without a
+// tokenizer (the tiny test models) can still be served, streamed and shown.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dllm/dllm.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace dllm::server {
+
+class TextCodec {
+ public:
+  // `dir`: a directory with tokenizer.json (and tokenizer_config.json for the chat template), or "" for the ids
+  // codec. Throws dllm::Error when a tokenizer.json is there but cannot be loaded.
+  static TextCodec load(const std::string& dir, const ModelInfo& info);
+  // Looks for tokenizer.json in `dir`: the tokenizer codec when it is there, the ids codec otherwise.
+  static TextCodec load_if_present(const std::string& dir, const ModelInfo& info);
+
+  bool has_tokenizer() const { return tokenizer_.has_value(); }
+  const ChatTemplate* chat_template() const { return chat_ ? &*chat_ : nullptr; }
+  const Tokenizer* tokenizer() const { return tokenizer_ ? &*tokenizer_ : nullptr; }
+  std::string kind() const { return has_tokenizer() ? "tokenizer.json" : "ids"; }
+
+  // Throws dllm::Error (ids codec: a word that is not a token id).
+  std::vector<int32_t> encode(std::string_view text, bool add_special_tokens) const;
+  // Special tokens are skipped (ids codec: every id is printed).
+  std::string decode(std::span<const int32_t> ids) const;
+
+  // The text of each canvas position, for a live view: "" for masks (masked[i] = 1); otherwise the token's text in
+  // the context of its left neighbour (so SentencePiece spaces come out right). Joined, the pieces approximate the
+  // decoded text (a character split over tokens shows as U+FFFD pieces).
+  struct Pieces {
+    std::vector<std::string> text;
+    std::vector<uint8_t> masked;
+  };
+  Pieces pieces(std::span<const int32_t> canvas) const;
+  // The canvas as one text: each mask becomes `placeholder`.
+  std::string canvas_text(std::span<const int32_t> canvas, std::string_view placeholder) const;
+
+  int32_t mask_id() const { return mask_id_; }
+  // Token ids that end a generated text (EOS, EOT).
+  bool is_end(int32_t id) const { return id >= 0 && (id == eos_id_ || id == eot_id_); }
+
+ private:
+  std::optional<Tokenizer> tokenizer_;
+  std::optional<ChatTemplate> chat_;
+  int32_t mask_id_ = -1, eos_id_ = -1, eot_id_ = -1;
+  int64_t vocab_size_ = 0;
+};
+
+// Incremental text of a row as it is committed left to right: push the longest committed prefix after each step,
+// get the text that became final (held back while it could still be the start of a stop string or an incomplete
+// character). Stops at the first end token or stop string.
+class PrefixStream {
+ public:
+  PrefixStream(const TextCodec& codec, std::vector<std::string> stop);
+  // `canvas`: the row's generated region. Returns the new text (possibly "").
+  std::string advance(std::span<const int32_t> canvas, bool final);
+  bool done() const { return done_; }              // no more text will come
+  bool stopped() const { return stopped_; }        // an end token or a stop string was reached
+  bool stop_string() const { return stop_hit_; }   // ... and it was a stop string
+  int64_t tokens() const { return consumed_; }     // committed tokens taken into the text (end token excluded)
+  const std::string& text() const { return text_; }  // everything emitted so far
+
+ private:
+  const TextCodec& codec_;
+  std::vector<std::string> stop_;
+  std::optional<StreamingDetokenizer> detok_;
+  int64_t consumed_ = 0;
+  std::string pending_;  // decoded, not yet emitted (stop-string hold-back)
+  std::string text_;
+  bool stopped_ = false, stop_hit_ = false, done_ = false;
+  std::string emit(bool final);
+};
+
+}  // namespace dllm::server
