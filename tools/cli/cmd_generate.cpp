@@ -1,10 +1,12 @@
 // `dllm generate`: denoise a completion for one or more prompts.
 #include <cstdio>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "command.h"
 #include "common.h"
 #include "core/error.h"
+#include "server/terminal_view.h"
 
 namespace dllm::cli {
 namespace {
@@ -17,6 +19,7 @@ struct GenerateOptions {
   int threads = 0;
   bool json = false;
   bool quiet = false;
+  bool visual = false;
   GenerateParams params;
 };
 
@@ -39,8 +42,20 @@ void run_generate(const GenerateOptions& o) {
                    static_cast<long long>(steps));
       return true;
     };
+  // --visual: the canvas redrawn in place each step, then the final text (plain output when not a terminal).
+  std::optional<server::TextCodec> codec;
+  std::optional<server::TerminalView> view;
+  if (o.visual && !o.json && stdout_is_terminal()) {
+    codec = server::TextCodec::load_if_present(o.model, model->info());
+    view.emplace(*codec, stdout);
+    on_step = [&](const StepEvent& ev) {
+      view->draw(ev);
+      return true;
+    };
+  }
   auto result = generate(*model, prompts, params, on_step).value();
-  if (progress) std::fprintf(stderr, "\r\033[K");
+  if (progress && !view) std::fprintf(stderr, "\r\033[K");
+  if (view) view->erase();
   const double tokens = static_cast<double>(prompts.size() * params.gen_length);
   const double tps = result.seconds > 0 ? tokens / result.seconds : 0;
   if (o.json) {
@@ -52,6 +67,10 @@ void run_generate(const GenerateOptions& o) {
     return;
   }
   for (const auto& row : result.outputs) {
+    if (view) {
+      std::printf("%s\n", server::PrefixStream(*codec, {}).advance(row, /*final=*/true).c_str());
+      continue;
+    }
     std::string line;
     for (size_t i = 0; i < row.size(); ++i) line += (i ? " " : "") + std::to_string(row[i]);
     std::printf("%s\n", line.c_str());
@@ -93,6 +112,9 @@ void setup(CLI::App& app) {
   cmd->add_flag("--json", o->json,
                 "Print one JSON object: {outputs: [[ids] per row], forwards, seconds, tokens_per_second}");
   cmd->add_flag("-q,--quiet", o->quiet, "No status lines on stderr");
+  cmd->add_flag("--visual", o->visual,
+                "Redraw the canvas in place after each step (masks dimmed, new tokens highlighted), then print the "
+                "final text; plain output when stdout is not a terminal");
   cmd->callback([o] { run_generate(*o); });
 }
 
