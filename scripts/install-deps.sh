@@ -11,6 +11,7 @@ PACKAGES=(
   libpcre2-dev          # tokenizer pre-tokenizer regexes (JIT)
   libcpp-httplib-dev    # the HTTP server
   libgtest-dev libgmock-dev
+  nodejs npm curl chromium  # server end-to-end tests: openai npm client, curl, headless browser (tests/server)
 )
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
