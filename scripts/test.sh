@@ -9,6 +9,9 @@ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DDLLM_WERROR=ON
 cmake --build build -j "$JOBS"
 ctest --test-dir build --output-on-failure -j "$JOBS"
 
+echo "== Server end-to-end tests (openai npm client, curl, headless Chromium)"
+tests/server/run.sh build/dllm
+
 echo "== ASan + UBSan build"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDLLM_SANITIZE=ON
 cmake --build build-asan -j "$JOBS"
