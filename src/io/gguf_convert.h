@@ -1,0 +1,34 @@
+// Hugging Face directory (LLaDA, Dream) -> GGUF in llama.cpp's layout: the keys and tensor names its
+// convert_hf_to_gguf.py writes (LLaDA's attn_q / attn_k rows permuted for its adjacent-pair RoPE), so the file
+// loads in llama.cpp and back in dllm. 1-D tensors stay F32; 2-D weights get the requested type, falling back
+// (as llama-quantize does) where a row is not a whole number of blocks: Q4_K -> Q4_0 -> F16, Q6_K / Q8_0 -> F16.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "io/gguf.h"
+
+namespace dllm {
+
+struct ConvertProgress {
+  size_t tensor = 0, tensors = 0;  // tensors written so far / in total
+  uint64_t bytes = 0, total_bytes = 0;
+  std::string name;  // the tensor being written
+};
+
+struct ConvertResult {
+  std::string architecture;
+  size_t tensors = 0;
+  uint64_t bytes = 0;
+  size_t fallback_tensors = 0;  // 2-D weights written in another type because their rows do not fit the blocks
+};
+
+// Parses "f32" | "f16" | "bf16" | "q8_0" | "q4_0" | "q4_k" | "q6_k" (the error lists the choices).
+GgmlType parse_gguf_type(const std::string& name);
+
+ConvertResult convert_hf_to_gguf(const std::string& hf_dir, const std::string& out_path, GgmlType type,
+                                 const std::function<void(const ConvertProgress&)>& progress = {});
+
+}  // namespace dllm
