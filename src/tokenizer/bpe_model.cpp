@@ -1,6 +1,7 @@
 #include "tokenizer/bpe_model.h"
 
 #include <algorithm>
+#include <atomic>
 #include <queue>
 
 #include "tokenizer/utf8.h"
@@ -32,7 +33,9 @@ void MergeTable::insert(int32_t a, int32_t b, Value v) {
 }
 
 BpeModel BpeModel::load(const JNode& model) {
+  static std::atomic<uint64_t> next_cache_id{1};
   BpeModel m;
+  m.cache_id_ = next_cache_id++;
   if (auto d = model.opt("dropout")) {
     if (d->number() != 0.0) d->fail("BPE dropout is not supported (only null or 0)");
   }
@@ -261,11 +264,43 @@ void BpeModel::tokenize(std::string_view word, std::vector<int32_t>& out) const 
   tokenize_word(word, out);
 }
 
+namespace {
+
+// Results of recent words, per thread (no locking; encode stays const and thread-safe). Cleared when another
+// model uses the thread or when it grows large.
+struct WordCache {
+  uint64_t owner = 0;
+  std::unordered_map<std::string, std::vector<int32_t>, StringHash, std::equal_to<>> map;
+};
+constexpr size_t kCacheMaxWordBytes = 256;
+constexpr size_t kCacheMaxEntries = 1 << 17;
+
+}  // namespace
+
 void BpeModel::tokenize_word(std::string_view word, std::vector<int32_t>& out) const {
+  thread_local WordCache cache;
+  bool cacheable = word.size() <= kCacheMaxWordBytes;
+  if (cacheable) {
+    if (cache.owner != cache_id_) {
+      cache.map.clear();
+      cache.owner = cache_id_;
+    }
+    auto it = cache.map.find(word);
+    if (it != cache.map.end()) {
+      out.insert(out.end(), it->second.begin(), it->second.end());
+      return;
+    }
+  }
   thread_local std::vector<Symbol> syms;
   initial_symbols(word, syms);
   merge(syms);
+  size_t first = out.size();
   for (int32_t p = syms.empty() ? -1 : 0; p != -1; p = syms[p].next) out.push_back(syms[p].id);
+  if (cacheable) {
+    if (cache.map.size() >= kCacheMaxEntries) cache.map.clear();
+    cache.map.emplace(std::string(word),
+                      std::vector<int32_t>(out.begin() + static_cast<std::ptrdiff_t>(first), out.end()));
+  }
 }
 
 }  // namespace dllm::tok

@@ -106,6 +106,8 @@ class BpeModel {
   // SentencePiece-style vocabularies: when no token has a "▁" right after another character (except in runs
   // of "▁"), BPE cannot merge across such a boundary, so a long segment is split there first (same result).
   bool split_at_metaspace_ = false;
+  // Identifies this model in the per-thread cache of merged words (unique per load, survives moves).
+  uint64_t cache_id_ = 0;
   int32_t byte_ids_[256];  // <0xNN> tokens for byte_fallback, -1 when absent
 };
 
