@@ -199,8 +199,10 @@ def write_card(args, cfg, targs, ck, model, ev, gens, ds, rows, have_plot, tok):
              "keys and tensor names as GSAI-ML/LLaDA-8B-Instruct: bidirectional transformer, RMSNorm, NeoX RoPE, "
              "SwiGLU, untied head, no biases), trained from scratch with the LLaDA objective on the Python 3.11 "
              "standard library sources, on one CPU thread. It is the engine's built-in demo model: small enough "
-             "to ship in the repo, trained enough that its confidences mean something. It completes and infills "
-             "Python-looking code; it is not a useful code model.\n" % (n_par / 1e6))
+             "to ship in the repo and trained for real (about an hour of one shared CPU core), so its predictions "
+             "and confidences are those of a trained model rather than noise. It is far too small and too briefly "
+             "trained to be a useful code model: expect Python-flavoured tokens and local structure, not correct "
+             "code.\n" % (n_par / 1e6))
     L.append("## Model\n")
     L.append("| | |\n|---|---|")
     L.append(f"| parameters | {n_par:,} ({(n_par - n_emb):,} without the input embedding) |")
@@ -267,19 +269,33 @@ def write_card(args, cfg, targs, ck, model, ev, gens, ds, rows, have_plot, tok):
         L.append(f"`{g['file']}`, prompt:\n\n```python\n{g['prompt_text'].rstrip()}\n```\n\ngenerated (64 tokens):\n")
         L.append(f"```python\n{g['generated_text']}\n```\n")
     L.append("## Reproduce\n")
-    L.append("```sh\n" + RECIPE.format(**targs, dtype=args.dtype) + "```\n")
+    hist = ck.get("history", [{"from_step": 0, "args": targs}])
+    cmds = []
+    for i, h in enumerate(hist):
+        extra = ""
+        if i + 1 < len(hist):
+            extra += f" --stop-at {hist[i + 1]['from_step']}"
+        if i > 0:
+            extra += " --resume"
+        cmds.append(TRAIN_CMD.format(**h["args"]).rstrip() + extra)
+    L.append("```sh\n" + RECIPE.format(train="\n".join(cmds), dtype=args.dtype) + "```\n")
+    L.append("Checkpoints (`ckpt.pt`, resumable with `--resume`), the token cache and the raw logs are kept outside "
+             "the repo (`/work/train_ckpt/`); only this export is committed.\n")
     L.append(f"Exported {datetime.datetime.utcnow().strftime('%Y-%m-%d %H:%M')} UTC. License of the training data: "
              f"Python Software Foundation License (CPython standard library).\n")
     with open(os.path.join(args.out, "README.md"), "w") as f:
         f.write("\n".join(L))
 
 
+TRAIN_CMD = """/usr/bin/python3 tools/train/train.py --out /work/train_ckpt/run --tokenizer /work/train_ckpt/tokenizer/tokenizer.json \\
+    --d-model {d_model} --n-layers {n_layers} --n-heads {n_heads} --mlp {mlp} --seq-len {seq_len} --batch {batch} \\
+    --steps {steps} --lr {lr} --warmup {warmup} --seed {seed} --threads {threads}
+"""
+
 RECIPE = """apt-get install -y python3-torch python3-numpy python3-matplotlib libopenblas0-pthread
 /usr/bin/python3 tools/train/data.py --check          # held-out list matches this machine
 /usr/bin/python3 tools/train/tokenizer_train.py --out /work/train_ckpt/tokenizer
-/usr/bin/python3 tools/train/train.py --out /work/train_ckpt/run --tokenizer /work/train_ckpt/tokenizer/tokenizer.json \\
-    --d-model {d_model} --n-layers {n_layers} --n-heads {n_heads} --mlp {mlp} --seq-len {seq_len} --batch {batch} \\
-    --steps {steps} --lr {lr} --warmup {warmup} --seed {seed} --threads {threads}     # add --resume to continue
+{train}
 /usr/bin/python3 tools/train/export.py --run /work/train_ckpt/run --tokenizer-dir /work/train_ckpt/tokenizer \\
     --out models/demo --dtype {dtype}
 """
