@@ -6,6 +6,7 @@
 #include "command.h"
 #include "common.h"
 #include "core/error.h"
+#include "denoise_flags.h"
 #include "server/terminal_view.h"
 
 namespace dllm::cli {
@@ -21,6 +22,7 @@ struct GenerateOptions {
   bool quiet = false;
   bool visual = false;
   GenerateParams params;
+  DenoiseFlags denoise;
 };
 
 void run_generate(const GenerateOptions& o) {
@@ -31,6 +33,7 @@ void run_generate(const GenerateOptions& o) {
   if (o.remasking == "low_confidence") params.remasking = Remasking::kLowConfidence;
   else if (o.remasking == "random") params.remasking = Remasking::kRandom;
   else fail("--remasking: '", o.remasking, "' is not one of low_confidence, random");
+  apply_denoise_flags(o.denoise, params);
 
   auto model = load_model_or_throw(o.model, parse_dtype(o.dtype), o.threads, o.quiet || o.json);
   const bool progress = !o.json && !o.quiet && stderr_is_terminal();
@@ -106,6 +109,7 @@ void setup(CLI::App& app) {
   cmd->add_flag("--logits-eos-inf", o->params.logits_eos_inf, "Never predict EOS (LLaDA logits_eos_inf)");
   cmd->add_flag("--confidence-eos-eot-inf", o->params.confidence_eos_eot_inf,
                 "Exclude EOT (and EOS at temperature 0) from the confidence (LLaDA confidence_eos_eot_inf)");
+  add_denoise_flags(cmd, o->params, o->denoise);
   cmd->add_option("--dtype", o->dtype, "Matmul compute type: bf16 (fast; f32 where the CPU lacks bf16) | f32 (exact)")
       ->capture_default_str();
   cmd->add_option("-t,--threads", o->threads, "Threads (0 = all cores)")->capture_default_str();
