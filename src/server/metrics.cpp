@@ -29,7 +29,8 @@ std::vector<double> latency_buckets() {
 
 }  // namespace
 
-Histogram::Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
+Histogram::Histogram(std::vector<double> bounds)
+    : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
 
 void Histogram::observe(double v) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -71,7 +72,8 @@ std::string Metrics::render() const {
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& [key, n] : requests_)
-      line(out, "dllm_requests_total", "endpoint=\"" + key.first + "\",status=\"" + std::to_string(key.second) + "\"",
+      line(out, "dllm_requests_total",
+           "endpoint=\"" + key.first + "\",status=\"" + std::to_string(key.second) + "\"",
            static_cast<double>(n));
   }
   auto counter = [&](const char* name, const char* help, double v) {
@@ -85,20 +87,23 @@ std::string Metrics::render() const {
   counter("dllm_prompt_tokens_total", "Prompt tokens of admitted generations.", prompt_tokens.load());
   counter("dllm_completion_tokens_total", "Generated tokens returned as text.", completion_tokens.load());
   counter("dllm_forwards_total", "Model forward passes (one batched forward counts once).", forwards.load());
-  counter("dllm_forward_rows_total", "Canvas rows run through the model, over all forwards.", forward_rows.load());
+  counter("dllm_forward_rows_total", "Canvas rows run through the model, over all forwards.",
+          forward_rows.load());
   counter("dllm_forward_tokens_total", "Token positions run through the model, padding included.",
           forward_tokens.load());
   counter("dllm_denoising_steps_total", "Denoising steps taken, summed over requests.", steps.load());
   counter("dllm_cancelled_total", "Generations cancelled (client gone).", cancelled.load());
   counter("dllm_failed_total", "Generations that failed inside the engine.", failed.load());
-  gauge("dllm_queue_depth", "Requests waiting for a slot in the batch.", static_cast<double>(queue_depth.load()));
+  gauge("dllm_queue_depth", "Requests waiting for a slot in the batch.",
+        static_cast<double>(queue_depth.load()));
   gauge("dllm_active_requests", "Requests being denoised.", static_cast<double>(active_requests.load()));
   gauge("dllm_active_rows", "Canvas rows being denoised.", static_cast<double>(active_rows.load()));
   head(out, "dllm_request_seconds", "histogram", "Generation requests, arrival to complete answer.");
   request_seconds.write(out, "dllm_request_seconds", "");
   head(out, "dllm_queue_seconds", "histogram", "Time a request waited in the queue.");
   queue_seconds.write(out, "dllm_queue_seconds", "");
-  head(out, "dllm_first_step_seconds", "histogram", "Arrival to the first denoised canvas (time to first draft).");
+  head(out, "dllm_first_step_seconds", "histogram",
+       "Arrival to the first denoised canvas (time to first draft).");
   first_step_seconds.write(out, "dllm_first_step_seconds", "");
   head(out, "dllm_forward_seconds", "histogram", "Duration of one (batched) model forward.");
   forward_seconds.write(out, "dllm_forward_seconds", "");

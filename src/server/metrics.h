@@ -1,5 +1,5 @@
-// Server metrics in the Prometheus text exposition format (GET /metrics): counters, gauges and histograms with
-// fixed buckets. Thread-safe; cheap enough to update on every step.
+// Server metrics in the Prometheus text exposition format (GET /metrics): counters, gauges and histograms
+// with fixed buckets. Thread-safe; cheap enough to update on every step.
 #pragma once
 
 #include <atomic>
@@ -38,11 +38,11 @@ struct Metrics {
   std::atomic<uint64_t> cancelled{0}, failed{0};
   std::atomic<int64_t> queue_depth{0}, active_requests{0}, active_rows{0};
 
-  Histogram request_seconds;   // from arrival to the last byte of the answer's text
-  Histogram queue_seconds;     // waiting for a slot in the batch
+  Histogram request_seconds;     // from arrival to the last byte of the answer's text
+  Histogram queue_seconds;       // waiting for a slot in the batch
   Histogram first_step_seconds;  // arrival to the first canvas (time to first draft)
-  Histogram forward_seconds;   // one (batched) model forward
-  Histogram batch_rows;        // rows per forward
+  Histogram forward_seconds;     // one (batched) model forward
+  Histogram batch_rows;          // rows per forward
 
  private:
   mutable std::mutex mu_;

@@ -19,13 +19,20 @@ struct FieldError {
 
 const char* type_name(const json& v) {
   switch (v.type()) {
-    case json::value_t::null: return "null";
-    case json::value_t::boolean: return "a boolean";
-    case json::value_t::string: return "a string";
-    case json::value_t::array: return "an array";
-    case json::value_t::object: return "an object";
-    case json::value_t::number_float: return "a number";
-    default: return "an integer";
+    case json::value_t::null:
+      return "null";
+    case json::value_t::boolean:
+      return "a boolean";
+    case json::value_t::string:
+      return "a string";
+    case json::value_t::array:
+      return "an array";
+    case json::value_t::object:
+      return "an object";
+    case json::value_t::number_float:
+      return "a number";
+    default:
+      return "an integer";
   }
 }
 
@@ -54,7 +61,8 @@ std::optional<int64_t> get_int(const json& body, const char* name, int64_t lo, i
   return x;
 }
 
-std::optional<double> get_number(const json& body, const char* name, double lo, double hi, bool lo_open = false) {
+std::optional<double> get_number(const json& body, const char* name, double lo, double hi,
+                                 bool lo_open = false) {
   const json* v = field(body, name);
   if (!v) return std::nullopt;
   if (!v->is_number()) bad(name, std::string("'") + name + "' must be a number, got " + type_name(*v));
@@ -111,8 +119,8 @@ const std::set<std::string>& known_fields(Endpoint e) {
       // OpenAI
       "model", "max_tokens", "temperature", "top_p", "stop", "n", "seed", "stream", "stream_options", "user",
       "metadata", "store", "service_tier", "logprobs", "top_logprobs", "logit_bias", "presence_penalty",
-      "frequency_penalty", "best_of", "echo", "suffix", "tools", "functions", "tool_choice", "parallel_tool_calls",
-      "response_format", "modalities",
+      "frequency_penalty", "best_of", "echo", "suffix", "tools", "functions", "tool_choice",
+      "parallel_tool_calls", "response_format", "modalities",
       // dLLM
       "steps", "block_length", "threshold", "factor", "cache", "alg", "remasking", "cfg_scale", "top_k",
       "alg_temp", "diffusing", "mask_placeholder", "stop_at_eos"};
@@ -175,7 +183,8 @@ std::vector<int32_t> chat_prompt(const json& body, const TextCodec& codec) {
     if (role == msg.end() || !role->is_string()) bad(at + ".role", "'" + at + ".role' must be a string");
     const std::string r = role->get<std::string>();
     if (r != "system" && r != "user" && r != "assistant" && r != "developer")
-      bad(at + ".role", "'" + at + ".role' must be one of system, developer, user, assistant; got '" + r + "'");
+      bad(at + ".role",
+          "'" + at + ".role' must be one of system, developer, user, assistant; got '" + r + "'");
     auto content = msg.find("content");
     std::string text;
     if (content == msg.end() || content->is_null()) {
@@ -190,15 +199,16 @@ std::vector<int32_t> chat_prompt(const json& body, const TextCodec& codec) {
         text += part["text"].get<std::string>();
       }
     } else {
-      bad(at + ".content", "'" + at + ".content' must be a string or an array of text parts, got " +
-                               type_name(*content));
+      bad(at + ".content",
+          "'" + at + ".content' must be a string or an array of text parts, got " + type_name(*content));
     }
     messages.push_back({{"role", r == "developer" ? "system" : r}, {"content", text}});
   }
   if (!codec.chat_template())
-    bad("messages", codec.has_tokenizer()
-                        ? "this model has no chat template (tokenizer_config.json); use /v1/completions"
-                        : "this model has no tokenizer.json and no chat template; use /v1/completions with token ids");
+    bad("messages",
+        codec.has_tokenizer()
+            ? "this model has no chat template (tokenizer_config.json); use /v1/completions"
+            : "this model has no tokenizer.json and no chat template; use /v1/completions with token ids");
   std::string text;
   try {
     text = codec.chat_template()->render(messages, /*add_generation_prompt=*/true);
@@ -222,28 +232,43 @@ void parse_dllm_fields(const json& body, const ModelInfo& info, GenerateParams& 
     p.transfer = Transfer::kFactor;
   }
   if (auto v = get_string(body, "cache")) {
-    if (*v == "none") p.cache = CacheMode::kNone;
-    else if (*v == "prefix") p.cache = CacheMode::kPrefix;
-    else if (*v == "dual") p.cache = CacheMode::kDual;
-    else bad("cache", "'cache' must be one of none, prefix, dual; got '" + *v + "'");
+    if (*v == "none")
+      p.cache = CacheMode::kNone;
+    else if (*v == "prefix")
+      p.cache = CacheMode::kPrefix;
+    else if (*v == "dual")
+      p.cache = CacheMode::kDual;
+    else
+      bad("cache", "'cache' must be one of none, prefix, dual; got '" + *v + "'");
   }
   for (const char* name : {"alg", "remasking"}) {
     auto v = get_string(body, name);
     if (!v) continue;
     const bool dream = info.architecture == "dream";
-    if (*v == "low_confidence" || *v == "confidence" || *v == "maskgit_plus") p.unmask = Unmask::kConfidence;
-    else if (*v == "margin" || *v == "topk_margin") p.unmask = Unmask::kMargin;
-    else if (*v == "entropy") p.unmask = Unmask::kEntropy;
-    else if (*v == "random") p.unmask = Unmask::kRandom;
+    if (*v == "low_confidence" || *v == "confidence" || *v == "maskgit_plus")
+      p.unmask = Unmask::kConfidence;
+    else if (*v == "margin" || *v == "topk_margin")
+      p.unmask = Unmask::kMargin;
+    else if (*v == "entropy")
+      p.unmask = Unmask::kEntropy;
+    else if (*v == "random")
+      p.unmask = Unmask::kRandom;
     else if (*v == "origin" && dream) {
       p.unmask = Unmask::kDefault;  // Dream's default: random order, Bernoulli transfer
     } else {
-      bad(name, std::string("'") + name + "' must be one of low_confidence (confidence, maskgit_plus), margin "
-                    "(topk_margin), entropy, random" + (dream ? ", origin" : "") + "; got '" + *v + "'");
+      bad(name, std::string("'") + name +
+                    "' must be one of low_confidence (confidence, maskgit_plus), margin "
+                    "(topk_margin), entropy, random" +
+                    (dream ? ", origin" : "") + "; got '" + *v + "'");
     }
   }
   if (auto v = get_number(body, "cfg_scale", 0, 100)) p.cfg_scale = *v;
-  if (auto v = get_int(body, "top_k", 0, 1 << 30)) p.top_k = *v;
+  if (auto v = get_int(body, "top_k", 0, 1 << 30)) {
+    if (*v > 0 && info.architecture != "dream")
+      bad("top_k",
+          "'top_k' is not supported for " + info.architecture + " models (its sampler has no top-k filter)");
+    p.top_k = *v;
+  }
   if (auto v = get_number(body, "alg_temp", 0, 100)) p.alg_temp = *v;
   if (auto v = get_bool(body, "stop_at_eos")) p.stop_at_eos = *v;
 }
@@ -261,7 +286,8 @@ nlohmann::json error_body(const ApiError& e) {
 std::optional<ApiError> parse_request(const json& body, Endpoint endpoint, const TextCodec& codec,
                                       const ModelInfo& info, const RequestPolicy& policy, GenRequest& out) {
   try {
-    if (!body.is_object()) bad("", std::string("the request body must be a JSON object, got ") + type_name(body));
+    if (!body.is_object())
+      bad("", std::string("the request body must be a JSON object, got ") + type_name(body));
     for (const auto& [key, value] : body.items())
       if (!known_fields(endpoint).count(key)) bad(key, "unknown field '" + key + "'");
     reject_unsupported(body);
@@ -277,8 +303,8 @@ std::optional<ApiError> parse_request(const json& body, Endpoint endpoint, const
       if (auto v = get_int(body, "max_completion_tokens", 1, INT32_MAX)) max_tokens = *v;
     const char* mt_name = field(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
     if (max_tokens > policy.max_tokens)
-      bad(mt_name, std::string("'") + mt_name + "' " + std::to_string(max_tokens) + " is over this server's limit of " +
-                       std::to_string(policy.max_tokens));
+      bad(mt_name, std::string("'") + mt_name + "' " + std::to_string(max_tokens) +
+                       " is over this server's limit of " + std::to_string(policy.max_tokens));
     r.params.gen_length = max_tokens;
     // The server's block length default applies only where it divides the length asked for.
     if (!field(body, "block_length") && r.params.block_length > 0 && max_tokens % r.params.block_length != 0)
@@ -329,7 +355,8 @@ std::optional<ApiError> parse_request(const json& body, Endpoint endpoint, const
                              std::to_string(info.vocab_size) + ")");
     if (static_cast<int64_t>(r.prompt.size()) > policy.max_prompt_tokens)
       bad(prompt_name, std::string("'") + prompt_name + "' is " + std::to_string(r.prompt.size()) +
-                           " tokens, over this server's limit of " + std::to_string(policy.max_prompt_tokens));
+                           " tokens, over this server's limit of " +
+                           std::to_string(policy.max_prompt_tokens));
     if (static_cast<int64_t>(r.prompt.size()) + max_tokens > info.max_seq_len)
       bad(mt_name, "the prompt (" + std::to_string(r.prompt.size()) + " tokens) + '" + mt_name + "' (" +
                        std::to_string(max_tokens) + ") exceed the model's context of " +

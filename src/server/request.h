@@ -26,8 +26,8 @@ nlohmann::json error_body(const ApiError& e);
 // What `dllm serve` was started with that shapes requests: the served model's id, defaults, limits.
 struct RequestPolicy {
   std::string model_id;
-  GenerateParams defaults;     // gen_length = the default max_tokens; steps, block_length, ... defaults
-  int64_t max_tokens = 1024;   // largest max_tokens a request may ask for
+  GenerateParams defaults;    // gen_length = the default max_tokens; steps, block_length, ... defaults
+  int64_t max_tokens = 1024;  // largest max_tokens a request may ask for
   int64_t max_prompt_tokens = 4096;
   int max_n = 8;
   std::string mask_placeholder = "\u2591";

@@ -16,8 +16,9 @@ ResponseMeta make_meta(Endpoint endpoint, const std::string& model) {
   m.endpoint = endpoint;
   m.id = (endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-") + std::string(hex);
   m.model = model;
-  m.created = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
-                  .count();
+  m.created =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
   return m;
 }
 
@@ -29,7 +30,9 @@ json head(const ResponseMeta& m, bool chunk) {
   return {{"id", m.id}, {"object", object}, {"created", m.created}, {"model", m.model}};
 }
 
-json reason(const std::string& r) { return r.empty() ? json(nullptr) : json(r); }
+json reason(const std::string& r) {
+  return r.empty() ? json(nullptr) : json(r);
+}
 
 }  // namespace
 
@@ -53,7 +56,8 @@ json full_response(const ResponseMeta& m, const std::vector<ChoiceResult>& choic
                      {"logprobs", nullptr},
                      {"finish_reason", c.finish_reason}});
     else
-      arr.push_back({{"index", i}, {"text", c.text}, {"logprobs", nullptr}, {"finish_reason", c.finish_reason}});
+      arr.push_back(
+          {{"index", i}, {"text", c.text}, {"logprobs", nullptr}, {"finish_reason", c.finish_reason}});
   }
   out["choices"] = std::move(arr);
   out["usage"] = usage_json(prompt_tokens, completion);
@@ -66,9 +70,12 @@ json text_chunk(const ResponseMeta& m, int index, const std::string& text, const
   json out = head(m, true);
   json choice = {{"index", index}, {"logprobs", nullptr}, {"finish_reason", reason(finish_reason)}};
   if (m.endpoint == Endpoint::kChat) {
-    if (role_only) choice["delta"] = {{"role", "assistant"}, {"content", ""}};
-    else if (text.empty()) choice["delta"] = json::object();
-    else choice["delta"] = {{"content", text}};
+    if (role_only)
+      choice["delta"] = {{"role", "assistant"}, {"content", ""}};
+    else if (text.empty())
+      choice["delta"] = json::object();
+    else
+      choice["delta"] = {{"content", text}};
   } else {
     choice["text"] = text;
   }
@@ -83,14 +90,16 @@ json usage_chunk(const ResponseMeta& m, int64_t prompt_tokens, int64_t completio
   return out;
 }
 
-json diffusion_chunk(const ResponseMeta& m, const TextCodec& codec, const StepUpdate& u, const std::string& placeholder,
-                     double elapsed_ms) {
+json diffusion_chunk(const ResponseMeta& m, const TextCodec& codec, const StepUpdate& u,
+                     const std::string& placeholder, double elapsed_ms) {
   json out = head(m, true);
   json choices = json::array(), rows = json::array();
   for (size_t r = 0; r < u.canvas.size(); ++r) {
     json choice = {{"index", r}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
-    if (m.endpoint == Endpoint::kChat) choice["delta"] = json::object();
-    else choice["text"] = "";
+    if (m.endpoint == Endpoint::kChat)
+      choice["delta"] = json::object();
+    else
+      choice["text"] = "";
     choices.push_back(std::move(choice));
     const TextCodec::Pieces p = codec.pieces(u.canvas[r]);
     json pieces = json::array();
@@ -119,8 +128,15 @@ json diffusion_chunk(const ResponseMeta& m, const TextCodec& codec, const StepUp
   return out;
 }
 
+std::string dump(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 std::string sse(const json& j) {
-  return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+  std::string out = "data: ";
+  out += dump(j);
+  out += "\n\n";
+  return out;
 }
 
 }  // namespace dllm::server

@@ -29,12 +29,12 @@ struct ChoiceResult {
 
 nlohmann::json usage_json(int64_t prompt_tokens, int64_t completion_tokens);
 // The non-streamed answer.
-nlohmann::json full_response(const ResponseMeta& m, const std::vector<ChoiceResult>& choices, int64_t prompt_tokens,
-                             const nlohmann::json& stats);
+nlohmann::json full_response(const ResponseMeta& m, const std::vector<ChoiceResult>& choices,
+                             int64_t prompt_tokens, const nlohmann::json& stats);
 // One streamed chunk with text for one choice (finish_reason "" = null). Chat: `role_only` sends the first
 // chunk's {"role": "assistant", "content": ""}.
-nlohmann::json text_chunk(const ResponseMeta& m, int index, const std::string& text, const std::string& finish_reason,
-                          bool role_only = false);
+nlohmann::json text_chunk(const ResponseMeta& m, int index, const std::string& text,
+                          const std::string& finish_reason, bool role_only = false);
 // The chunk that carries only usage (stream_options.include_usage).
 nlohmann::json usage_chunk(const ResponseMeta& m, int64_t prompt_tokens, int64_t completion_tokens);
 // A diffusing step event: choices with empty deltas (ordinary clients see nothing) + "diffusion".
@@ -43,5 +43,7 @@ nlohmann::json diffusion_chunk(const ResponseMeta& m, const TextCodec& codec, co
 
 // "data: <json>\n\n"
 std::string sse(const nlohmann::json& j);
+// j.dump(), invalid UTF-8 (from a prompt or a token) replaced by U+FFFD instead of throwing.
+std::string dump(const nlohmann::json& j);
 
 }  // namespace dllm::server

@@ -7,7 +7,9 @@
 namespace dllm::server {
 
 Job::Job(std::unique_ptr<Denoiser> denoiser, Updates updates)
-    : rows(denoiser->rows() * (denoiser->settings().cfg ? 2 : 1)), denoiser_(std::move(denoiser)), mode_(updates) {}
+    : rows(denoiser->rows() * (denoiser->settings().cfg ? 2 : 1)),
+      denoiser_(std::move(denoiser)),
+      mode_(updates) {}
 
 Job::News Job::wait(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mu_);
@@ -39,7 +41,9 @@ void Job::finish(GenerateResult r, std::optional<std::string> error) {
 Scheduler::Scheduler(Model& model, Metrics& metrics, SchedulerLimits limits)
     : model_(model), metrics_(metrics), limits_(limits), thread_([this] { loop(); }) {}
 
-Scheduler::~Scheduler() { shutdown(); }
+Scheduler::~Scheduler() {
+  shutdown();
+}
 
 bool Scheduler::submit(const std::shared_ptr<Job>& job) {
   {
@@ -73,17 +77,21 @@ void Scheduler::loop() {
         queue_.clear();
         break;
       }
+      // Queued jobs whose client left go at once, wherever they are in the queue.
+      for (auto it = queue_.begin(); it != queue_.end();) {
+        if (!(*it)->cancelled()) {
+          ++it;
+          continue;
+        }
+        GenerateResult r;
+        r.cancelled = true;
+        (*it)->finish(std::move(r), std::nullopt);
+        ++metrics_.cancelled;
+        it = queue_.erase(it);
+      }
       // Admit in arrival order while the batch has room (a job bigger than the batch runs alone).
       while (!queue_.empty()) {
         std::shared_ptr<Job> j = queue_.front();
-        if (j->cancelled()) {
-          queue_.pop_front();
-          GenerateResult r;
-          r.cancelled = true;
-          j->finish(std::move(r), std::nullopt);
-          ++metrics_.cancelled;
-          continue;
-        }
         if (!active.empty() && active_rows + j->rows > limits_.max_batch_rows) break;
         queue_.pop_front();
         j->started = Clock::now();
@@ -95,37 +103,46 @@ void Scheduler::loop() {
     }
     metrics_.active_requests = static_cast<int64_t>(active.size());
     metrics_.active_rows = active_rows;
-
-    // Cancelled jobs leave before the forward.
-    for (auto& j : active)
-      if (j->cancelled()) {
-        j->denoiser_->cancel();
-        GenerateResult r = j->denoiser_->result();
-        r.cancelled = true;
-        j->finish(std::move(r), std::nullopt);
-        ++metrics_.cancelled;
-      }
-    retire(active);
-
-    std::vector<std::shared_ptr<Job>> uncached, cached;
-    for (auto& j : active) {
-      try {
-        (j->denoiser_->plan().cache_op == CacheOp::kNone ? uncached : cached).push_back(j);
-      } catch (const std::exception& e) {
-        j->finish({}, e.what());
-        ++metrics_.failed;
-      }
-    }
-    if (!uncached.empty()) run_step(uncached, true);
-    for (auto& j : cached) {
-      std::vector<std::shared_ptr<Job>> one{j};
-      run_step(one, false);
+    try {
+      step_all(active);
+    } catch (
+        const std::exception& e) {  // not expected (run_step catches what the engine throws): fail the batch
+      for (auto& j : active) j->finish({}, std::string("scheduler: ") + e.what());
+      metrics_.failed += active.size();
     }
     retire(active);
     active_rows = 0;
     for (auto& j : active) active_rows += j->rows;
   }
   for (auto& j : active) j->finish({}, "the server is shutting down");
+}
+
+void Scheduler::step_all(std::vector<std::shared_ptr<Job>>& active) {
+  // Cancelled jobs leave before the forward.
+  for (auto& j : active)
+    if (j->cancelled()) {
+      j->denoiser_->cancel();
+      GenerateResult r = j->denoiser_->result();
+      r.cancelled = true;
+      j->finish(std::move(r), std::nullopt);
+      ++metrics_.cancelled;
+    }
+  retire(active);
+
+  std::vector<std::shared_ptr<Job>> uncached, cached;
+  for (auto& j : active) {
+    try {
+      (j->denoiser_->plan().cache_op == CacheOp::kNone ? uncached : cached).push_back(j);
+    } catch (const std::exception& e) {
+      j->finish({}, e.what());
+      ++metrics_.failed;
+    }
+  }
+  if (!uncached.empty()) run_step(uncached, true);
+  for (auto& j : cached) {
+    std::vector<std::shared_ptr<Job>> one{j};
+    run_step(one, false);
+  }
 }
 
 void Scheduler::retire(std::vector<std::shared_ptr<Job>>& active) {
@@ -207,7 +224,8 @@ void Scheduler::run_step(std::vector<std::shared_ptr<Job>>& group, bool batched)
         const StepEvent& ev = j.denoiser_->event();
         if (j.steps_++ == 0) {
           j.first_step = Clock::now();
-          metrics_.first_step_seconds.observe(std::chrono::duration<double>(j.first_step - j.arrived).count());
+          metrics_.first_step_seconds.observe(
+              std::chrono::duration<double>(j.first_step - j.arrived).count());
         }
         if (j.mode_ != Updates::kNone) {
           StepUpdate u;

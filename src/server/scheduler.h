@@ -1,8 +1,8 @@
-// The request queue and the batching scheduler. One thread owns the model: each iteration it admits queued jobs
-// while the batch has room, drops cancelled ones, runs one forward for all active uncached canvases together
-// (rows right-padded to the longest, padding masked out by the validity flags) plus one forward per cached
-// canvas, and steps every job's Denoiser. Jobs join and leave between any two steps. Each job gets its canvas
-// after every step through its own mailbox; nothing the scheduler does ever blocks on a client.
+// The request queue and the batching scheduler. One thread owns the model: each iteration it admits queued
+// jobs while the batch has room, drops cancelled ones, runs one forward for all active uncached canvases
+// together (rows right-padded to the longest, padding masked out by the validity flags) plus one forward per
+// cached canvas, and steps every job's Denoiser. Jobs join and leave between any two steps. Each job gets its
+// canvas after every step through its own mailbox; nothing the scheduler does ever blocks on a client.
 #pragma once
 
 #include <atomic>
@@ -88,6 +88,7 @@ class Scheduler {
 
  private:
   void loop();
+  void step_all(std::vector<std::shared_ptr<Job>>& active);
   void run_step(std::vector<std::shared_ptr<Job>>& group, bool batched);
   void retire(std::vector<std::shared_ptr<Job>>& active);
 

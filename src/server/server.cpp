@@ -44,7 +44,7 @@ class App {
  private:
   void reply_error(httplib::Response& res, const ApiError& e, const std::string& endpoint) {
     res.status = e.status;
-    res.set_content(error_body(e).dump(), "application/json");
+    res.set_content(dump(error_body(e)), "application/json");
     metrics_.count_request(endpoint, e.status);
   }
   void generate(const httplib::Request& req, httplib::Response& res, Endpoint endpoint);
@@ -92,7 +92,8 @@ void App::routes(httplib::Server& s) {
       return httplib::Server::HandlerResponse::Unhandled;
     ApiError e;
     e.status = 401;
-    e.message = req.has_header("Authorization") ? "invalid API key" : "missing API key: send 'Authorization: Bearer KEY'";
+    e.message = req.has_header("Authorization") ? "invalid API key"
+                                                : "missing API key: send 'Authorization: Bearer KEY'";
     e.code = "invalid_api_key";
     reply_error(res, e, req.path);
     return httplib::Server::HandlerResponse::Handled;
@@ -101,12 +102,16 @@ void App::routes(httplib::Server& s) {
     if (!res.body.empty()) return;
     ApiError e;
     e.status = res.status;
-    if (res.status == 404) e.message = "no route " + req.method + " " + req.path;
-    else if (res.status == 413) e.message = "the request body is over this server's limit of " +
-                                            std::to_string(o_.max_body_bytes) + " bytes";
-    else if (res.status == 405) e.message = "method " + req.method + " is not allowed on " + req.path;
-    else e.message = "HTTP " + std::to_string(res.status);
-    res.set_content(error_body(e).dump(), "application/json");
+    if (res.status == 404)
+      e.message = "no route " + req.method + " " + req.path;
+    else if (res.status == 413)
+      e.message =
+          "the request body is over this server's limit of " + std::to_string(o_.max_body_bytes) + " bytes";
+    else if (res.status == 405)
+      e.message = "method " + req.method + " is not allowed on " + req.path;
+    else
+      e.message = "HTTP " + std::to_string(res.status);
+    res.set_content(dump(error_body(e)), "application/json");
     metrics_.count_request(req.path, res.status);
   });
   s.set_exception_handler([this](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
@@ -138,13 +143,14 @@ void App::routes(httplib::Server& s) {
               {"model", o_.policy.model_id},
               {"queue_depth", metrics_.queue_depth.load()},
               {"active_requests", metrics_.active_requests.load()}};
-    res.set_content(h.dump(), "application/json");
+    res.set_content(dump(h), "application/json");
   });
   s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics_.render(), "text/plain; version=0.0.4");
   });
   s.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(json({{"object", "list"}, {"data", json::array({models_json()})}}).dump(), "application/json");
+    res.set_content(dump(json({{"object", "list"}, {"data", json::array({models_json()})}})),
+                    "application/json");
     metrics_.count_request("/v1/models", 200);
   });
   s.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
@@ -153,7 +159,7 @@ void App::routes(httplib::Server& s) {
                  "model_not_found"};
       return reply_error(res, e, "/v1/models");
     }
-    res.set_content(models_json().dump(), "application/json");
+    res.set_content(dump(models_json()), "application/json");
   });
   s.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
     generate(req, res, Endpoint::kCompletions);
@@ -179,7 +185,10 @@ void App::generate(const httplib::Request& req, httplib::Response& res, Endpoint
   try {
     body = json::parse(req.body);
   } catch (const json::exception& e) {
-    return reply_error(res, {400, std::string("the request body is not valid JSON: ") + e.what(), "", "invalid_request_error", ""}, name);
+    return reply_error(res,
+                       {400, std::string("the request body is not valid JSON: ") + e.what(), "",
+                        "invalid_request_error", ""},
+                       name);
   }
   auto x = std::make_shared<Exchange>();
   if (auto err = parse_request(body, endpoint, codec_, model_->info(), o_.policy, x->request))
@@ -187,7 +196,8 @@ void App::generate(const httplib::Request& req, httplib::Response& res, Endpoint
   const GenRequest& r = x->request;
   std::unique_ptr<Denoiser> denoiser;
   try {
-    denoiser = std::make_unique<Denoiser>(model_->info(), std::vector<std::vector<int32_t>>(r.n, r.prompt), r.params);
+    denoiser = std::make_unique<Denoiser>(model_->info(), std::vector<std::vector<int32_t>>(r.n, r.prompt),
+                                          r.params);
   } catch (const std::exception& e) {
     return reply_error(res, {400, e.what(), param_of(e.what()), "invalid_request_error", ""}, name);
   }
@@ -197,8 +207,9 @@ void App::generate(const httplib::Request& req, httplib::Response& res, Endpoint
   x->endpoint = name;
   for (int i = 0; i < r.n; ++i) x->streams.emplace_back(codec_, r.stop);
   if (!scheduler_.submit(x->job)) {
-    ApiError e{429, "the request queue is full (" + std::to_string(o_.limits.max_queue) + " waiting); retry later", "",
-               "rate_limit_exceeded", "queue_full"};
+    ApiError e{429,
+               "the request queue is full (" + std::to_string(o_.limits.max_queue) + " waiting); retry later",
+               "", "rate_limit_exceeded", "queue_full"};
     return reply_error(res, e, name);
   }
   metrics_.prompt_tokens += r.prompt.size() * r.n;
@@ -236,7 +247,7 @@ void App::generate(const httplib::Request& req, httplib::Response& res, Endpoint
             std::string out;
             if (x->job->error()) {
               ApiError e{500, *x->job->error(), "", "server_error", ""};
-              out = error_body(e).dump();
+              out = dump(error_body(e));
               ++metrics_.failed;
             } else {
               std::vector<ChoiceResult> choices;
@@ -246,8 +257,8 @@ void App::generate(const httplib::Request& req, httplib::Response& res, Endpoint
                 s.advance(outputs[i], /*final=*/true);
                 choices.push_back({s.text(), s.stopped() ? "stop" : "length", s.tokens()});
               }
-              out = full_response(x->meta, choices, static_cast<int64_t>(x->request.prompt.size()), stats())
-                        .dump(-1, ' ', false, json::error_handler_t::replace);
+              out = dump(
+                  full_response(x->meta, choices, static_cast<int64_t>(x->request.prompt.size()), stats()));
             }
             finish_metrics(x->job->error() ? 500 : 200);
             out += "\n";
@@ -291,8 +302,10 @@ void App::generate(const httplib::Request& req, httplib::Response& res, Endpoint
           }
           for (const StepUpdate& u : news.updates) {
             if (x->request.diffusing) {
-              const double ms = std::chrono::duration<double, std::milli>(Clock::now() - x->job->started).count();
-              if (!put(sse(diffusion_chunk(x->meta, codec_, u, x->request.mask_placeholder, ms)))) return fail();
+              const double ms =
+                  std::chrono::duration<double, std::milli>(Clock::now() - x->job->started).count();
+              if (!put(sse(diffusion_chunk(x->meta, codec_, u, x->request.mask_placeholder, ms))))
+                return fail();
             }
             for (int i = 0; i < n && i < static_cast<int>(u.canvas.size()); ++i) {
               if (closed[i]) continue;
@@ -303,7 +316,8 @@ void App::generate(const httplib::Request& req, httplib::Response& res, Endpoint
           }
           // Every choice has its text (an end token or stop string reached): the rest of the canvas is unused
           // (a diffusing client watches the canvas to its end).
-          if (!news.ended && !x->request.diffusing && std::all_of(closed.begin(), closed.end(), [](uint8_t c) { return c != 0; }))
+          if (!news.ended && !x->request.diffusing &&
+              std::all_of(closed.begin(), closed.end(), [](uint8_t c) { return c != 0; }))
             x->job->cancel();
           if (!news.ended) continue;
           if (x->job->error()) {

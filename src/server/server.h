@@ -15,8 +15,8 @@ namespace dllm::server {
 
 struct ServeOptions {
   std::string host = "127.0.0.1";
-  int port = 8080;  // 0 = any free port (the one bound is printed)
-  std::string api_key;  // "" = no authentication
+  int port = 8080;            // 0 = any free port (the one bound is printed)
+  std::string api_key;        // "" = no authentication
   std::string tokenizer_dir;  // where tokenizer.json / tokenizer_config.json are ("" = the model directory)
   RequestPolicy policy;
   SchedulerLimits limits;

@@ -76,8 +76,9 @@ void TerminalView::draw(const StepEvent& ev) {
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   char status[160];
-  std::snprintf(status, sizeof status, "%sstep %lld  block %lld  forwards %lld  committed %lld/%lld  %.1f tokens/s%s\n",
-                kDim, static_cast<long long>(ev.step), static_cast<long long>(ev.block),
+  std::snprintf(status, sizeof status,
+                "%sstep %lld  block %lld  forwards %lld  committed %lld/%lld  %.1f tokens/s%s\n", kDim,
+                static_cast<long long>(ev.step), static_cast<long long>(ev.block),
                 static_cast<long long>(ev.forwards), static_cast<long long>(total - masked),
                 static_cast<long long>(total), secs > 0 ? (total - masked) / secs : 0.0, kReset);
   frame += status;

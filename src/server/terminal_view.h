@@ -1,5 +1,5 @@
-// `dllm generate --visual`: the canvas redrawn in place in a terminal after every denoising step (masks dimmed,
-// tokens committed in the latest step highlighted), with a status line.
+// `dllm generate --visual`: the canvas redrawn in place in a terminal after every denoising step (masks
+// dimmed, tokens committed in the latest step highlighted), with a status line.
 #pragma once
 
 #include <chrono>

@@ -49,7 +49,8 @@ std::vector<int32_t> TextCodec::encode(std::string_view text, bool add_special_t
     while (j < text.size() && !(text[j] == ' ' || text[j] == ',' || text[j] == '\n' || text[j] == '\t')) ++j;
     const std::string word(text.substr(i, j - i));
     long long v = -1;
-    bool ok = word.size() <= 10 && std::all_of(word.begin(), word.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+    bool ok = word.size() <= 10 &&
+              std::all_of(word.begin(), word.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
     if (ok) v = std::stoll(word);
     if (!ok || v >= vocab_size_)
       fail("'", word, "' is not a token id below ", vocab_size_,
@@ -101,7 +102,8 @@ TextCodec::Pieces TextCodec::pieces(std::span<const int32_t> canvas) const {
 }
 
 std::string TextCodec::canvas_text(std::span<const int32_t> canvas, std::string_view placeholder) const {
-  if (tokenizer_) return render_canvas(*tokenizer_, canvas, mask_id_, placeholder, /*skip_special_tokens=*/false);
+  if (tokenizer_)
+    return render_canvas(*tokenizer_, canvas, mask_id_, placeholder, /*skip_special_tokens=*/false);
   std::string out;
   for (size_t i = 0; i < canvas.size(); ++i) {
     if (i) out += ' ';
@@ -124,7 +126,8 @@ std::string PrefixStream::advance(std::span<const int32_t> canvas, bool final) {
       stopped_ = true;
       break;
     }
-    if (detok_) pending_ += detok_->push(id);
+    if (detok_)
+      pending_ += detok_->push(id);
     else {
       if (consumed_ > 0) pending_ += ' ';
       pending_ += std::to_string(id);

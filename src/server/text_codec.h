@@ -1,6 +1,6 @@
-// Text <-> token ids for a served model: the model's tokenizer.json (and chat template) when it has one, else an
-// "ids codec" where text is the token ids written as decimal numbers ("12 7 480"), so that a model without a
-// tokenizer (the tiny test models) can still be served, streamed and shown.
+// Text <-> token ids for a served model: the model's tokenizer.json (and chat template) when it has one, else
+// an "ids codec" where text is the token ids written as decimal numbers ("12 7 480"), so that a model without
+// a tokenizer (the tiny test models) can still be served, streamed and shown.
 #pragma once
 
 #include <cstdint>
@@ -18,8 +18,8 @@ namespace dllm::server {
 
 class TextCodec {
  public:
-  // `dir`: a directory with tokenizer.json (and tokenizer_config.json for the chat template), or "" for the ids
-  // codec. Throws dllm::Error when a tokenizer.json is there but cannot be loaded.
+  // `dir`: a directory with tokenizer.json (and tokenizer_config.json for the chat template), or "" for the
+  // ids codec. Throws dllm::Error when a tokenizer.json is there but cannot be loaded.
   static TextCodec load(const std::string& dir, const ModelInfo& info);
   // Looks for tokenizer.json in `dir`: the tokenizer codec when it is there, the ids codec otherwise.
   static TextCodec load_if_present(const std::string& dir, const ModelInfo& info);
@@ -34,9 +34,9 @@ class TextCodec {
   // Special tokens are skipped (ids codec: every id is printed).
   std::string decode(std::span<const int32_t> ids) const;
 
-  // The text of each canvas position, for a live view: "" for masks (masked[i] = 1); otherwise the token's text in
-  // the context of its left neighbour (so SentencePiece spaces come out right). Joined, the pieces approximate the
-  // decoded text (a character split over tokens shows as U+FFFD pieces).
+  // The text of each canvas position, for a live view: "" for masks (masked[i] = 1); otherwise the token's
+  // text in the context of its left neighbour (so SentencePiece spaces come out right). Joined, the pieces
+  // approximate the decoded text (a character split over tokens shows as U+FFFD pieces).
   struct Pieces {
     std::vector<std::string> text;
     std::vector<uint8_t> masked;
@@ -56,18 +56,18 @@ class TextCodec {
   int64_t vocab_size_ = 0;
 };
 
-// Incremental text of a row as it is committed left to right: push the longest committed prefix after each step,
-// get the text that became final (held back while it could still be the start of a stop string or an incomplete
-// character). Stops at the first end token or stop string.
+// Incremental text of a row as it is committed left to right: push the longest committed prefix after each
+// step, get the text that became final (held back while it could still be the start of a stop string or an
+// incomplete character). Stops at the first end token or stop string.
 class PrefixStream {
  public:
   PrefixStream(const TextCodec& codec, std::vector<std::string> stop);
   // `canvas`: the row's generated region. Returns the new text (possibly "").
   std::string advance(std::span<const int32_t> canvas, bool final);
-  bool done() const { return done_; }              // no more text will come
-  bool stopped() const { return stopped_; }        // an end token or a stop string was reached
-  bool stop_string() const { return stop_hit_; }   // ... and it was a stop string
-  int64_t tokens() const { return consumed_; }     // committed tokens taken into the text (end token excluded)
+  bool done() const { return done_; }             // no more text will come
+  bool stopped() const { return stopped_; }       // an end token or a stop string was reached
+  bool stop_string() const { return stop_hit_; }  // ... and it was a stop string
+  int64_t tokens() const { return consumed_; }    // committed tokens taken into the text (end token excluded)
   const std::string& text() const { return text_; }  // everything emitted so far
 
  private:

@@ -15,8 +15,14 @@ constexpr char kStyleCss[] =
 
 }  // namespace
 
-std::string_view web_index_html() { return {kIndexHtml, sizeof kIndexHtml - 1}; }
-std::string_view web_app_js() { return {kAppJs, sizeof kAppJs - 1}; }
-std::string_view web_style_css() { return {kStyleCss, sizeof kStyleCss - 1}; }
+std::string_view web_index_html() {
+  return {kIndexHtml, sizeof kIndexHtml - 1};
+}
+std::string_view web_app_js() {
+  return {kAppJs, sizeof kAppJs - 1};
+}
+std::string_view web_style_css() {
+  return {kStyleCss, sizeof kStyleCss - 1};
+}
 
 }  // namespace dllm::server

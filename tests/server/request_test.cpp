@@ -1,7 +1,9 @@
-// Request validation and the left-to-right text stream of src/server (no HTTP: tests/server/run.sh does that).
+// Request validation and the left-to-right text stream of src/server (no HTTP: tests/server/run.sh does
+// that).
+#include "server/request.h"
+
 #include <gtest/gtest.h>
 
-#include "server/request.h"
 #include "server/text_codec.h"
 
 namespace dllm::server {
@@ -37,8 +39,13 @@ struct Fixture : ::testing::Test {
 
 TEST_F(Fixture, ValidRequestTakesDefaultsAndExtras) {
   GenRequest r;
-  auto err = parse_request(json{{"model", "tiny"}, {"prompt", "1 2 3"}, {"steps", 16}, {"threshold", 0.8},
-                                {"cache", "prefix"}, {"stop", "9"}, {"seed", 4}},
+  auto err = parse_request(json{{"model", "tiny"},
+                                {"prompt", "1 2 3"},
+                                {"steps", 16},
+                                {"threshold", 0.8},
+                                {"cache", "prefix"},
+                                {"stop", "9"},
+                                {"seed", 4}},
                            Endpoint::kCompletions, codec, info, policy, r);
   ASSERT_FALSE(err) << err->message;
   EXPECT_EQ(r.prompt, (std::vector<int32_t>{1, 2, 3}));
@@ -54,15 +61,16 @@ TEST_F(Fixture, ErrorsNameTheField) {
   EXPECT_EQ(parse({{"prompt", "1"}, {"max_tokens", "x"}})->param, "max_tokens");
   EXPECT_EQ(parse({{"prompt", "1"}, {"max_tokens", 129}})->param, "max_tokens");
   EXPECT_EQ(parse({{"prompt", ""}})->param, "prompt");
-  EXPECT_EQ(parse({{"prompt", "hello"}})->param, "prompt");  // ids codec: not a token id
+  EXPECT_EQ(parse({{"prompt", "hello"}})->param, "prompt");   // ids codec: not a token id
   EXPECT_EQ(parse({{"prompt", {1, 999}}})->param, "prompt");  // outside the vocabulary
   EXPECT_EQ(parse({{"model", "other"}, {"prompt", "1"}})->param, "model");
   EXPECT_EQ(parse({{"prompt", "1"}, {"top_p", 0.5}})->param, "top_p");  // LLaDA has no nucleus filter
   EXPECT_EQ(parse({{"prompt", "1"}, {"logprobs", 3}})->param, "logprobs");
   EXPECT_EQ(parse({{"prompt", "1"}, {"whatever", 3}})->param, "whatever");
   EXPECT_EQ(parse({{"prompt", "1"}, {"max_tokens", 250}})->param, "max_tokens");  // over the context
-  EXPECT_EQ(parse({{"messages", json::array({{{"role", "user"}, {"content", "1"}}})}}, Endpoint::kChat)->param,
-            "messages");  // no chat template
+  EXPECT_EQ(
+      parse({{"messages", json::array({{{"role", "user"}, {"content", "1"}}})}}, Endpoint::kChat)->param,
+      "messages");  // no chat template
   EXPECT_FALSE(parse({{"prompt", "1"}, {"logprobs", nullptr}, {"presence_penalty", 0}}));
 }
 

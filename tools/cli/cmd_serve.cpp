@@ -1,4 +1,5 @@
-// `dllm serve`: an OpenAI-compatible HTTP server with streaming of the denoising and a web page (docs/server.md).
+// `dllm serve`: an OpenAI-compatible HTTP server with streaming of the denoising and a web page
+// (docs/server.md).
 #include <filesystem>
 
 #include "command.h"
@@ -23,27 +24,38 @@ struct ServeCliOptions {
 void run_serve(ServeCliOptions& o) {
   server::ServeOptions& s = o.serve;
   GenerateParams& d = s.policy.defaults;
-  if (o.cache == "none") d.cache = CacheMode::kNone;
-  else if (o.cache == "prefix") d.cache = CacheMode::kPrefix;
-  else if (o.cache == "dual") d.cache = CacheMode::kDual;
-  else fail("--cache: '", o.cache, "' is not one of none, prefix, dual");
-  if (o.alg == "low_confidence" || o.alg == "confidence") d.unmask = Unmask::kConfidence;
-  else if (o.alg == "margin") d.unmask = Unmask::kMargin;
-  else if (o.alg == "entropy") d.unmask = Unmask::kEntropy;
-  else if (o.alg == "random") d.unmask = Unmask::kRandom;
-  else if (!o.alg.empty()) fail("--alg: '", o.alg, "' is not one of low_confidence, margin, entropy, random");
+  if (o.cache == "none")
+    d.cache = CacheMode::kNone;
+  else if (o.cache == "prefix")
+    d.cache = CacheMode::kPrefix;
+  else if (o.cache == "dual")
+    d.cache = CacheMode::kDual;
+  else
+    fail("--cache: '", o.cache, "' is not one of none, prefix, dual");
+  if (o.alg == "low_confidence" || o.alg == "confidence")
+    d.unmask = Unmask::kConfidence;
+  else if (o.alg == "margin")
+    d.unmask = Unmask::kMargin;
+  else if (o.alg == "entropy")
+    d.unmask = Unmask::kEntropy;
+  else if (o.alg == "random")
+    d.unmask = Unmask::kRandom;
+  else if (!o.alg.empty())
+    fail("--alg: '", o.alg, "' is not one of low_confidence, margin, entropy, random");
   if (o.threshold > 0) {
     if (o.threshold > 1) fail("--threshold: must be in (0, 1], got ", o.threshold);
     d.threshold = o.threshold;
     d.transfer = Transfer::kThreshold;
   }
-  if (d.gen_length > s.policy.max_tokens) fail("--gen-length ", d.gen_length, " is over --max-tokens ", s.policy.max_tokens);
+  if (d.gen_length > s.policy.max_tokens)
+    fail("--gen-length ", d.gen_length, " is over --max-tokens ", s.policy.max_tokens);
   if (s.port < 0 || s.port > 65535) fail("--port: ", s.port, " is not a TCP port");
   if (s.api_key.empty())
     if (const char* env = std::getenv("DLLM_API_KEY")) s.api_key = env;
-  s.policy.model_id = o.model_id.empty() ? std::filesystem::path(o.model).lexically_normal().filename().string()
-                                         : o.model_id;
-  if (s.policy.model_id.empty()) s.policy.model_id = std::filesystem::path(o.model).parent_path().filename().string();
+  s.policy.model_id =
+      o.model_id.empty() ? std::filesystem::path(o.model).lexically_normal().filename().string() : o.model_id;
+  if (s.policy.model_id.empty())
+    s.policy.model_id = std::filesystem::path(o.model).parent_path().filename().string();
   auto model = load_model_or_throw(o.model, parse_dtype(o.dtype), o.threads, s.quiet);
   exit_status() = server::serve(model, o.model, s);
 }
@@ -53,21 +65,26 @@ void setup(CLI::App& app) {
   server::ServeOptions& s = o->serve;
   s.policy.defaults.gen_length = 64;
   s.policy.defaults.stop_at_eos = true;
-  auto* cmd = app.add_subcommand("serve", "Serve the model over an OpenAI-compatible HTTP API, with a web page at /");
+  auto* cmd =
+      app.add_subcommand("serve", "Serve the model over an OpenAI-compatible HTTP API, with a web page at /");
   cmd->add_option("-m,--model", o->model, "Model directory (Hugging Face layout)")->capture_default_str();
   cmd->add_option("--model-id", o->model_id, "Name of the model in the API (default: the directory's name)");
-  cmd->add_option("--tokenizer", s.tokenizer_dir,
-                  "Directory with tokenizer.json (+ tokenizer_config.json for the chat template), when not the "
-                  "model's");
+  cmd->add_option(
+      "--tokenizer", s.tokenizer_dir,
+      "Directory with tokenizer.json (+ tokenizer_config.json for the chat template), when not the "
+      "model's");
   cmd->add_option("--host", s.host, "Address to listen on")->capture_default_str();
-  cmd->add_option("--port", s.port, "TCP port (0 = any free port; the one bound is printed)")->capture_default_str();
-  cmd->add_option("--api-key", s.api_key,
-                  "Require 'Authorization: Bearer KEY' on /v1/* and /metrics (default: $DLLM_API_KEY if set)");
+  cmd->add_option("--port", s.port, "TCP port (0 = any free port; the one bound is printed)")
+      ->capture_default_str();
+  cmd->add_option(
+      "--api-key", s.api_key,
+      "Require 'Authorization: Bearer KEY' on /v1/* and /metrics (default: $DLLM_API_KEY if set)");
   cmd->add_option("--dtype", o->dtype, "Matmul compute type: bf16 | f32")->capture_default_str();
   cmd->add_option("-t,--threads", o->threads, "Threads for the model (0 = all cores)")->capture_default_str();
   // Request defaults (each can be overridden per request).
   cmd->add_option("--gen-length", s.policy.defaults.gen_length, "Default max_tokens")->capture_default_str();
-  cmd->add_option("--steps", s.policy.defaults.steps, "Default steps (0 = one token per step)")->capture_default_str();
+  cmd->add_option("--steps", s.policy.defaults.steps, "Default steps (0 = one token per step)")
+      ->capture_default_str();
   cmd->add_option("--block-length", s.policy.defaults.block_length, "Default block length (0 = one block)")
       ->capture_default_str();
   cmd->add_option("--threshold", o->threshold,
@@ -75,15 +92,18 @@ void setup(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--cache", o->cache, "Default cache: none | prefix | dual")->capture_default_str();
   cmd->add_option("--alg", o->alg, "Default unmasking order: low_confidence | margin | entropy | random");
-  cmd->add_option("--temperature", s.policy.defaults.temperature, "Default temperature")->capture_default_str();
+  cmd->add_option("--temperature", s.policy.defaults.temperature, "Default temperature")
+      ->capture_default_str();
   cmd->add_option("--cfg-scale", s.policy.defaults.cfg_scale, "Default classifier-free guidance scale")
       ->capture_default_str();
-  cmd->add_flag("--stop-at-eos,!--no-stop-at-eos", s.policy.defaults.stop_at_eos,
-                "Stop denoising a row once its answer has ended (EOS committed with nothing masked before it); the "
-                "text is the same, the canvas after it is not computed")
+  cmd->add_flag(
+         "--stop-at-eos,!--no-stop-at-eos", s.policy.defaults.stop_at_eos,
+         "Stop denoising a row once its answer has ended (EOS committed with nothing masked before it); the "
+         "text is the same, the canvas after it is not computed")
       ->capture_default_str();
   // Limits.
-  cmd->add_option("--max-tokens", s.policy.max_tokens, "Largest max_tokens a request may ask for")->capture_default_str();
+  cmd->add_option("--max-tokens", s.policy.max_tokens, "Largest max_tokens a request may ask for")
+      ->capture_default_str();
   cmd->add_option("--max-prompt-tokens", s.policy.max_prompt_tokens, "Largest prompt")->capture_default_str();
   cmd->add_option("--max-n", s.policy.max_n, "Largest n (choices per request)")->capture_default_str();
   cmd->add_option("--max-queue", s.limits.max_queue, "Requests waiting beyond the batch; more answer 429")
@@ -92,7 +112,8 @@ void setup(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--max-body", s.max_body_bytes, "Largest request body in bytes; more answer 413")
       ->capture_default_str();
-  cmd->add_option("--mask-placeholder", s.policy.mask_placeholder, "Text of a masked position in diffusing events")
+  cmd->add_option("--mask-placeholder", s.policy.mask_placeholder,
+                  "Text of a masked position in diffusing events")
       ->capture_default_str();
   cmd->add_flag("-q,--quiet", s.quiet, "No status lines on stderr");
   cmd->callback([o] { run_serve(*o); });
