@@ -282,11 +282,12 @@ class Evaluator {
   Value get_attr(const Node& n, const Value& obj, const std::string& name) {
     require_defined(n, obj);
     if (obj.is_dict()) {
-      if (const Value* v = obj.as_dict().find(name)) return *v;
+      // Like Jinja's getattr: a Python attribute (dict method) wins over a key of the same name.
       if (!obj.is_namespace()) {
         Value m = method(n, obj, name);
         if (!m.is_undefined()) return m;
       }
+      if (const Value* v = obj.as_dict().find(name)) return *v;
       return Value::undefined(name);
     }
     Value m = method(n, obj, name);

@@ -31,6 +31,15 @@ const ByteLevelTable& table() {
   return t;
 }
 
+// prefix + s (std::string::insert(0, ...) trips a GCC 12 -Wrestrict false positive at -O3).
+std::string prepended(std::string_view prefix, const std::string& s) {
+  std::string out;
+  out.reserve(prefix.size() + s.size());
+  out.append(prefix);
+  out.append(s);
+  return out;
+}
+
 enum class Behavior { Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous };
 
 Behavior parse_behavior(const JNode& n) {
@@ -142,7 +151,7 @@ class ByteLevelPreTokenizer : public PreTokenizer {
   void pre_tokenize(std::vector<Piece>& pieces) const override {
     if (add_prefix_space_) {
       for (auto& p : pieces)
-        if (p.text.empty() || p.text[0] != ' ') p.text.insert(0, " ");
+        if (p.text.empty() || p.text[0] != ' ') p.text = prepended(" ", p.text);
     }
     if (re_) split_pieces(pieces, *re_, Behavior::Isolated, false);
     const auto& chars = table().chars;
@@ -180,7 +189,7 @@ class MetaspacePreTokenizer : public PreTokenizer {
       }
       bool starts = out.compare(0, replacement_.size(), replacement_) == 0;
       if (!starts && (scheme_ == PrependScheme::Always || (scheme_ == PrependScheme::First && p.at_start)))
-        out.insert(0, replacement_);
+        out = prepended(replacement_, out);
       p.text = std::move(out);
     }
     if (split_) split_pieces(pieces, re_, Behavior::MergedWithNext, false);
