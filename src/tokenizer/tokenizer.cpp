@@ -105,7 +105,15 @@ Tokenizer Tokenizer::from_json_text(std::string_view json_text, const std::strin
       if (a.special) impl->special.insert(a.id);
       impl->vocab_size = std::max(impl->vocab_size, a.id + 1);
       // Without a normalizer, "normalized" makes no difference.
-      (a.normalized && impl->normalizer ? norm : raw).push_back(std::move(a));
+      if (a.normalized && impl->normalizer) {
+        // As in HF, a normalized token is looked for in normalized text, in its normalized form, which is
+        // also what id_to_token and decode give (token_to_id still takes the original content).
+        impl->normalizer->normalize(a.content);
+        impl->added_by_id[a.id] = a.content;
+        if (!a.content.empty()) norm.push_back(std::move(a));
+      } else {
+        raw.push_back(std::move(a));
+      }
     }
   }
   impl->raw_matcher = AddedTokenMatcher(std::move(raw));

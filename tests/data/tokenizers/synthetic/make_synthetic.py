@@ -57,7 +57,10 @@ vocab_b = {t: n for n, t in enumerate(sorted(vocab_b, key=lambda t: vocab_b[t]))
 write("sp_chain", {
     "version": "1.0", "truncation": None, "padding": None,
     "added_tokens": [{"id": vocab_b[t], "content": t, "single_word": False, "lstrip": False, "rstrip": False,
-                      "normalized": False, "special": True} for t in ["<unk>", "<s>", "</s>"]],
+                      "normalized": False, "special": True} for t in ["<unk>", "<s>", "</s>"]] +
+                    # normalized=true: matched in normalized text, in its normalized form ("\u2581New\u2581York")
+                    [{"id": len(vocab_b), "content": "New York", "single_word": False, "lstrip": False,
+                      "rstrip": False, "normalized": True, "special": False}],
     "normalizer": {"type": "Sequence", "normalizers": [
         {"type": "Strip", "strip_left": True, "strip_right": True},
         {"type": "Replace", "pattern": {"Regex": "\\s+"}, "content": " "},
