@@ -54,6 +54,10 @@ test('web page: live canvas, final text equals the API answer', { timeout: 18000
       }).observe(document.querySelector('#canvas'), { childList: true });
     });
     await page.click('#run');
+    // A picture of the canvas mid-way, while positions are still pending (best effort: a fast model may finish first).
+    await page.waitForFunction(() => document.querySelectorAll('#canvas .mask').length > 0 || window.dllm.done,
+                               null, { polling: 'raf', timeout: 120000 });
+    await page.screenshot({ path: join(OUT, 'browser-intermediate.png') });
     await page.waitForFunction(() => window.dllm.done || window.dllm.error, null, { timeout: 120000 });
     const state = await page.evaluate(() => ({ dllm: window.dllm, drawn: window.drawn,
                                                final: document.querySelector('#final').textContent,
