@@ -1,0 +1,97 @@
+// The batching scheduler gives every request what dllm::generate gives it alone: canvases of different
+// lengths share forwards (right-padded, padding invalid), cached requests run on their own, and a cancelled
+// job leaves.
+#include "server/scheduler.h"
+
+#include <gtest/gtest.h>
+
+namespace dllm::server {
+namespace {
+
+std::shared_ptr<Model> tiny_model() {
+  LoadOptions o;
+  o.compute = ComputeType::kF32;
+  return Model::load(std::string(DLLM_SOURCE_DIR) + "/tests/data/oracle/models/llada_tiny_f32", o).value();
+}
+
+GenerateResult wait_for(Job& job) {
+  for (;;) {
+    Job::News n = job.wait(std::chrono::milliseconds(1000));
+    if (n.ended) break;
+  }
+  EXPECT_FALSE(job.error()) << *job.error();
+  return job.result();
+}
+
+TEST(Scheduler, BatchedRequestsMatchGenerateAlone) {
+  auto model = tiny_model();
+  Metrics metrics;
+  Scheduler scheduler(*model, metrics, {16, 8});
+  const std::vector<std::vector<int32_t>> prompts = {
+      {1, 2, 3, 4, 5}, {9, 8, 7, 6, 5, 4}, {100, 200, 300, 400, 5, 6, 7}};
+  std::vector<GenerateParams> params(4);
+  for (size_t i = 0; i < params.size(); ++i) {
+    params[i].gen_length = 16;
+    params[i].block_length = 8;
+    params[i].steps = 16;
+    params[i].seed = i;
+    params[i].temperature = i % 2 ? 0.8 : 0.0;
+  }
+  params[3].cache = CacheMode::kPrefix;  // runs in its own forward
+  std::vector<std::shared_ptr<Job>> jobs;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const auto& prompt = prompts[i % prompts.size()];
+    jobs.push_back(std::make_shared<Job>(
+        std::make_unique<Denoiser>(model->info(), std::vector<std::vector<int32_t>>{prompt}, params[i]),
+        Updates::kAll));
+  }
+  for (auto& j : jobs) ASSERT_TRUE(scheduler.submit(j));
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    GenerateResult got = wait_for(*jobs[i]);
+    GenerateResult want = generate(*model, {prompts[i % prompts.size()]}, params[i]).value();
+    EXPECT_EQ(got.outputs, want.outputs) << "request " << i;
+    EXPECT_EQ(got.forwards, want.forwards);
+  }
+  EXPECT_LT(metrics.forwards.load(), 4u * 16u) << "the uncached requests shared forwards";
+}
+
+TEST(Scheduler, CancelledJobLeavesAndOthersFinish) {
+  auto model = tiny_model();
+  Metrics metrics;
+  Scheduler scheduler(*model, metrics, {16, 8});
+  GenerateParams p;
+  p.gen_length = 64;
+  p.steps = 64;
+  auto long_job = std::make_shared<Job>(
+      std::make_unique<Denoiser>(model->info(), std::vector<std::vector<int32_t>>{{1, 2, 3}}, p),
+      Updates::kLatest);
+  p.gen_length = 8;
+  p.steps = 8;
+  auto short_job = std::make_shared<Job>(
+      std::make_unique<Denoiser>(model->info(), std::vector<std::vector<int32_t>>{{1, 2, 3}}, p),
+      Updates::kNone);
+  ASSERT_TRUE(scheduler.submit(long_job));
+  ASSERT_TRUE(scheduler.submit(short_job));
+  long_job->wait(std::chrono::milliseconds(5000));  // its first step
+  long_job->cancel();
+  GenerateResult r = wait_for(*long_job);
+  EXPECT_TRUE(r.cancelled);
+  EXPECT_LT(r.forwards, 64);
+  EXPECT_EQ(wait_for(*short_job).outputs.size(), 1u);
+  EXPECT_EQ(metrics.cancelled.load(), 1u);
+}
+
+TEST(Scheduler, FullQueueRefuses) {
+  auto model = tiny_model();
+  Metrics metrics;
+  Scheduler scheduler(*model, metrics, {0, 1});
+  GenerateParams p;
+  p.gen_length = 8;
+  auto job = std::make_shared<Job>(
+      std::make_unique<Denoiser>(model->info(), std::vector<std::vector<int32_t>>{{1, 2}}, p),
+      Updates::kNone);
+  EXPECT_FALSE(scheduler.submit(job));
+}
+
+}  // namespace
+}  // namespace dllm::server
