@@ -1,0 +1,88 @@
+// The 8-bit Q8_0 x Q8_0 matmul: the AVX2 kernel against its scalar reference (same integer arithmetic) and against
+// the f32 matmul of the dequantised weights (what activation quantisation costs); timing vs oneDNN f32 printed.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+#include "kernels/linear.h"
+#include "kernels/quant/linear_q8.h"
+#include "kernels/quant/quant.h"
+
+namespace dllm {
+namespace {
+
+std::vector<float> randn(size_t n, uint32_t seed, float s) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0, s);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+TEST(LinearQ8, KernelMatchesScalarReferenceAndF32) {
+  const int64_t N = 96, K = 256;
+  const auto w = randn(N * K, 1, 0.05f);
+  const auto l = quant::LinearQ8::from_f32(w.data(), N, K);
+  EXPECT_LT(l.weight_bytes(), static_cast<size_t>(N * K * 4 / 3));
+  std::vector<uint8_t> blocks(ggml_row_bytes(GgmlType::kQ8_0, K) * N);
+  quant::quantize(GgmlType::kQ8_0, w.data(), blocks.data(), N * K);
+  std::vector<float> wdq(w.size());
+  quant::dequantize(GgmlType::kQ8_0, blocks.data(), wdq.data(), N * K);
+  for (int64_t M : {1, 3, 4, 7, 16}) {
+    const auto x = randn(M * K, 2 + M, 1.0f);
+    std::vector<float> y(M * N), ref(M * N), exact(M * N, 0.0f);
+    l.forward(x.data(), M, y.data());
+    l.forward_reference(x.data(), M, ref.data());
+    double num = 0, den = 0;
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) {
+        double s = 0;
+        for (int64_t k = 0; k < K; ++k) s += double(x[m * K + k]) * wdq[n * K + k];
+        exact[m * N + n] = static_cast<float>(s);
+      }
+    for (int64_t i = 0; i < M * N; ++i) {
+      ASSERT_NEAR(y[i], ref[i], 1e-4f * (1 + std::abs(ref[i]))) << "M " << M << " i " << i;
+      num += (y[i] - exact[i]) * double(y[i] - exact[i]);
+      den += exact[i] * double(exact[i]);
+    }
+    EXPECT_LT(std::sqrt(num / den), 0.01) << "activation quantisation error, M " << M;
+    // accumulate adds to y.
+    std::vector<float> acc(M * N, 1.0f);
+    l.forward(x.data(), M, acc.data(), true);
+    for (int64_t i = 0; i < M * N; ++i) ASSERT_NEAR(acc[i], y[i] + 1.0f, 1e-4f * (1 + std::abs(y[i])));
+  }
+}
+
+TEST(LinearQ8, SpeedVsOnednnF32) {
+  const int64_t N = 2048, K = 2048;
+  const auto w = randn(N * K, 5, 0.02f);
+  const auto q8 = quant::LinearQ8::from_f32(w.data(), N, K);
+  const Linear f32(w.data(), DType::kF32, N, K, ComputeType::kF32);
+  for (int64_t M : {1, 32, 256}) {
+    const auto x = randn(M * K, 9, 1.0f);
+    std::vector<float> y(M * N);
+    auto time = [&](auto&& fn) {
+      fn();
+      double best = 1e9;
+      for (int rep = 0; rep < 5; ++rep) {
+        const auto t0 = std::chrono::steady_clock::now();
+        fn();
+        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      }
+      return best;
+    };
+    const double tq = time([&] { q8.forward(x.data(), M, y.data()); });
+    const double tf = time([&] { f32.forward(x.data(), M, y.data()); });
+    const double flop = 2.0 * M * N * K;
+    std::printf("[ linear_q8 ] M=%-4lld N=K=2048  q8_0: %7.2f GFLOP/s  oneDNN f32: %7.2f GFLOP/s  ratio %.2f  "
+                "weights %.1f MB vs %.1f MB\n",
+                static_cast<long long>(M), flop / tq / 1e9, flop / tf / 1e9, tf / tq, q8.weight_bytes() / 1e6,
+                f32.weight_bytes() / 1e6);
+  }
+}
+
+}  // namespace
+}  // namespace dllm
