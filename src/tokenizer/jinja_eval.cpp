@@ -224,7 +224,7 @@ class Evaluator {
       case NK::ListLit: {
         List l;
         for (const auto& e : n.a) l.push_back(eval(*e));
-        return Value(std::move(l));
+        return n.s == "tuple" ? Value::tuple(std::move(l)) : Value(std::move(l));
       }
       case NK::DictLit: {
         Dict d;
@@ -618,7 +618,7 @@ class Evaluator {
           List l;
           for (const auto& [k, v] : d.as_dict().items) {
             if (which == 0)
-              l.push_back(Value(List{Value(k), v}));
+              l.push_back(Value::tuple(List{Value(k), v}));
             else
               l.push_back(which == 1 ? Value(k) : v);
           }
@@ -756,7 +756,7 @@ class Evaluator {
       return Value(out);
     }
     if (f == "list") {
-      if (v.is_list()) return v;
+      if (v.is_list()) return Value(v.as_list());  // a tuple becomes a list
       if (v.is_dict()) {
         List l;
         for (const auto& [k, x] : v.as_dict().items) l.push_back(Value(k));
@@ -785,7 +785,7 @@ class Evaluator {
     if (f == "items") {
       if (!v.is_dict()) err(n, "items needs a dict");
       List l;
-      for (const auto& [k, x] : v.as_dict().items) l.push_back(Value(List{Value(k), x}));
+      for (const auto& [k, x] : v.as_dict().items) l.push_back(Value::tuple(List{Value(k), x}));
       return Value(std::move(l));
     }
     if (f == "int") {
@@ -913,7 +913,7 @@ class Evaluator {
       List l;
       if (f == "dictsort") {
         if (!v.is_dict()) err(n, "dictsort needs a dict");
-        for (const auto& [k, x] : v.as_dict().items) l.push_back(Value(List{Value(k), x}));
+        for (const auto& [k, x] : v.as_dict().items) l.push_back(Value::tuple(List{Value(k), x}));
         std::stable_sort(l.begin(), l.end(), [](const Value& a, const Value& b) {
           return a.as_list()[0].as_string() < b.as_list()[0].as_string();
         });

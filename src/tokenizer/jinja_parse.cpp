@@ -685,10 +685,15 @@ class Parser {
       }
       case Tok::Op:
         if (t.text == "(") {
-          if (accept(")")) return mk(NK::ListLit);  // empty tuple
+          if (accept(")")) {
+            auto l = mk(NK::ListLit);  // empty tuple
+            l->s = "tuple";
+            return l;
+          }
           NodePtr e = expr();
           if (is_op(",")) {
             auto l = mk(NK::ListLit);
+            l->s = "tuple";
             l->a.push_back(e);
             while (accept(",")) {
               if (is_op(")")) break;

@@ -222,13 +222,14 @@ std::string Value::str() const {
   if (is_float()) return format_float(std::get<double>(v_));
   if (is_string()) return as_string();
   if (is_list()) {
-    std::string out = "[";
+    std::string out = tuple_ ? "(" : "[";
     const List& l = as_list();
     for (size_t i = 0; i < l.size(); ++i) {
       if (i) out += ", ";
       out += l[i].repr();
     }
-    return out + "]";
+    if (tuple_ && l.size() == 1) out += ",";
+    return out + (tuple_ ? ")" : "]");
   }
   if (is_namespace()) return "<Namespace>";
   if (is_dict()) {

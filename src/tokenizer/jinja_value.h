@@ -51,6 +51,13 @@ class Value {
   Value(Dict d) : v_(std::make_shared<Dict>(std::move(d))) {}          // NOLINT
   Value(Namespace n) : v_(std::move(n)) {}                             // NOLINT
   Value(Function f) : v_(std::make_shared<Function>(std::move(f))) {}  // NOLINT
+  // A Python tuple: a list that prints as "(a, b)".
+  static Value tuple(List l) {
+    Value v(std::move(l));
+    v.tuple_ = true;
+    return v;
+  }
+  bool is_tuple() const { return tuple_; }
   static Value undefined(std::string name) { return Value(Storage(Undefined{std::move(name)})); }
   static Value from_json(const nlohmann::json& j);
   static Value from_json(const nlohmann::ordered_json& j);  // keeps the key order, like Python dicts
@@ -93,6 +100,7 @@ class Value {
  private:
   explicit Value(Storage s) : v_(std::move(s)) {}
   Storage v_;
+  bool tuple_ = false;
 };
 
 bool values_equal(const Value& a, const Value& b);

@@ -34,6 +34,7 @@ ChatTemplate load_named(const std::string& name) {
       {"mistral", {{"bos_token", "<s>"}, {"eos_token", "</s>"}, {"unk_token", "<unk>"}}},
       {"mistral_system", {{"bos_token", "<s>"}, {"eos_token", "</s>"}, {"unk_token", "<unk>"}}},
       {"features", {{"bos_token", "<B>"}, {"eos_token", "<E>"}}},
+      {"features2", {{"bos_token", "<B>"}, {"eos_token", "<E>"}}},
   };
   if (name == "qwen3") return ChatTemplate::load(test::tokenizer_dir("qwen3"));
   return ChatTemplate::from_string(read(chat_dir() + "/" + name + ".jinja"), special.at(name), name);

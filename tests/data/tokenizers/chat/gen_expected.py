@@ -15,6 +15,7 @@ SPECIAL = {
     "mistral": {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"},
     "mistral_system": {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"},
     "features": {"bos_token": "<B>", "eos_token": "<E>"},
+    "features2": {"bos_token": "<B>", "eos_token": "<E>"},
 }
 
 
