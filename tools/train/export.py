@@ -268,6 +268,9 @@ def write_card(args, cfg, targs, ck, model, ev, gens, ds, rows, have_plot, tok):
     for g in gens:
         L.append(f"`{g['file']}`, prompt:\n\n```python\n{g['prompt_text'].rstrip()}\n```\n\ngenerated (64 tokens):\n")
         L.append(f"```python\n{g['generated_text']}\n```\n")
+    lim = os.path.join(HERE, "model_card_limitations.md")
+    if os.path.exists(lim):  # hand-written assessment of the shipped run
+        L.append(open(lim).read())
     L.append("## Reproduce\n")
     hist = ck.get("history", [{"from_step": 0, "args": targs}])
     cmds = []
