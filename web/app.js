@@ -135,7 +135,10 @@ async function run() {
           if (!line.startsWith('data: ')) continue;  // ':' lines are keep-alives
           const data = line.slice(6);
           if (data === '[DONE]') continue;
-          onChunk(JSON.parse(data), t0);
+          const chunk = JSON.parse(data);
+          onChunk(chunk, t0);
+          // Show every step as its own frame, even when a fast model sends many in one network read.
+          if (chunk.diffusion) await new Promise((resolve) => requestAnimationFrame(resolve));
         }
       }
     }
