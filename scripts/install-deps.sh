@@ -11,8 +11,11 @@ PACKAGES=(
   libpcre2-dev          # tokenizer pre-tokenizer regexes (JIT)
   libcpp-httplib-dev    # the HTTP server
   libgtest-dev libgmock-dev
-  nodejs npm curl chromium  # server end-to-end tests: openai npm client, curl, headless browser (tests/server)
+  curl chromium         # server end-to-end tests: curl, headless browser (tests/server)
 )
+# Node.js + npm for the openai client and playwright-core: use the machine's own when present (a NodeSource
+# nodejs already bundles npm, and Debian's separate npm package would conflict with it).
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then PACKAGES+=(nodejs npm); fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq "${PACKAGES[@]}"
