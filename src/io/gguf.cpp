@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 
@@ -181,7 +182,9 @@ GgufFile::GgufFile(const std::string& path) : file_(path) {
     std::string got;
     for (size_t i = 0; i < std::min<size_t>(4, file_.size()); ++i) {
       const char ch = static_cast<char>(file_.data()[i]);
-      got += (ch >= 32 && ch < 127) ? std::string(1, ch) : "\\x" + std::to_string(static_cast<int>(file_.data()[i]));
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02x", file_.data()[i]);
+      got += (ch >= 32 && ch < 127) ? std::string(1, ch) : std::string(hex);
     }
     fail(path, ": not a GGUF file (magic '", got, "', expected 'GGUF')");
   }
