@@ -731,10 +731,11 @@ TEST_F(LoaderErrors, ConfigContradictsTensors) {
 
 TEST_F(LoaderErrors, UnsupportedArchitecture) {
   edit_config([](json& c) {
-    c["architectures"] = {"DreamModel"};
-    c["model_type"] = "dream";
+    c["architectures"] = {"GPT2LMHeadModel"};
+    c["model_type"] = "gpt2";
   });
-  expect_error({config_path(), "unsupported architecture", "DreamModel", "dream"});
+  // The message says what config.json asked for and what is supported.
+  expect_error({config_path(), "unsupported architecture", "GPT2LMHeadModel", "gpt2", "llada", "dream"});
   edit_config([](json& c) {
     c.erase("architectures");
     c.erase("model_type");

@@ -235,7 +235,9 @@ TEST(Tokenizer, LongWhitespaceFreeSegmentsAreFast) {
     auto t0 = std::chrono::steady_clock::now();
     auto ids = tok(name).encode(s, false);
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    EXPECT_LT(secs, 5.0) << name;
+    // Linear merging takes well under a second on a quiet machine (a few under ASan); quadratic takes minutes.
+    // The bound is loose because CI machines are shared and sanitizer builds are slow.
+    EXPECT_LT(secs, 60.0) << name;
     EXPECT_EQ(tok(name).decode(ids, false), s) << name;
   }
 }
