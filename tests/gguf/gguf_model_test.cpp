@@ -171,6 +171,16 @@ TEST(GgufModel, DreamF32MatchesGoldenLogits) {
   for (const auto& ids : forward_ids("dream_tiny_gqa_f32")) EXPECT_LT(max_abs_diff(logits(*gg, ids), logits(*q8, ids)), 5.5f);
 }
 
+TEST(GgufModel, DreamF32LogitsIdenticalToHfDirectory) {
+  auto hf = load("oracle/models/dream_tiny_gqa_f32");
+  auto gg = load("gguf/dream_tiny_gqa_f32.gguf");
+  ASSERT_TRUE(hf && gg);
+  EXPECT_EQ(hf->info().n_params, gg->info().n_params);
+  EXPECT_EQ(hf->info().mask_id, gg->info().mask_id);
+  EXPECT_EQ(hf->info().eos_id, gg->info().eos_id);
+  for (const auto& ids : forward_ids("dream_tiny_gqa_f32")) EXPECT_EQ(logits(*hf, ids), logits(*gg, ids));
+}
+
 TEST(GgufModel, TokenizerMetadataIsExposed) {
   GgufFile f(test::data_path("gguf/llada_tiny_f32.gguf"));
   auto tok = read_gguf_tokenizer(f);
