@@ -7,6 +7,9 @@
 #include "common.h"
 #include "core/error.h"
 #include "denoise_flags.h"
+#include "io/json_file.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
 #include "server/terminal_view.h"
 
 namespace dllm::cli {
@@ -15,6 +18,9 @@ namespace {
 struct GenerateOptions {
   std::string model = default_model_path();
   std::vector<std::string> prompt_ids;
+  std::vector<std::string> prompts;
+  bool chat = false;
+  std::string system;
   std::string dtype = "bf16";
   std::string remasking = "low_confidence";
   int threads = 0;
@@ -25,10 +31,35 @@ struct GenerateOptions {
   DenoiseFlags denoise;
 };
 
+// The answer as text: up to the first EOS / EOT (the canvas is padded with them), special tokens skipped.
+std::string answer_text(const Tokenizer& tok, const ModelInfo& info, const std::vector<int32_t>& ids) {
+  size_t end = 0;
+  while (end < ids.size() && ids[end] != info.eos_id && ids[end] != info.eot_id) ++end;
+  return tok.decode(std::span<const int32_t>(ids.data(), end), /*skip_special_tokens=*/true);
+}
+
+// Text prompts -> ids with the model directory's tokenizer (and chat template with --chat).
+std::vector<int32_t> encode_prompt(const Tokenizer& tok, const std::string& model_dir, const GenerateOptions& o,
+                                   const std::string& text) {
+  if (!o.chat) return tok.encode(text, /*add_special_tokens=*/true);
+  nlohmann::json messages = nlohmann::json::array();
+  if (!o.system.empty()) messages.push_back({{"role", "system"}, {"content", o.system}});
+  messages.push_back({{"role", "user"}, {"content", text}});
+  // The rendered template already holds its special tokens (BOS, role markers): no post-processor on top.
+  return tok.encode(ChatTemplate::load(model_dir).render(messages, /*add_generation_prompt=*/true), false);
+}
+
 void run_generate(const GenerateOptions& o) {
-  if (o.prompt_ids.empty()) fail("give a prompt with --prompt-ids IDS (one per batch row)");
+  if (o.prompt_ids.empty() == o.prompts.empty())
+    fail("give the prompt either as text (-p TEXT) or as token ids (--prompt-ids IDS), one flag per batch row");
+  if (o.chat && o.prompts.empty()) fail("--chat needs a text prompt (-p TEXT)");
+  Tokenizer tok;
+  const bool have_tokenizer = file_exists(o.model + "/tokenizer.json");
+  if (have_tokenizer) tok = Tokenizer::load(o.model);
+  else if (!o.prompts.empty()) fail(o.model, ": no tokenizer.json, so text prompts are not possible; use --prompt-ids");
   std::vector<std::vector<int32_t>> prompts;
   for (const auto& text : o.prompt_ids) prompts.push_back(parse_ids(text));
+  for (const auto& text : o.prompts) prompts.push_back(encode_prompt(tok, o.model, o, text));
   GenerateParams params = o.params;
   if (o.remasking == "low_confidence") params.remasking = Remasking::kLowConfidence;
   else if (o.remasking == "random") params.remasking = Remasking::kRandom;
@@ -66,12 +97,20 @@ void run_generate(const GenerateOptions& o) {
                           {"forwards", result.forwards},
                           {"seconds", result.seconds},
                           {"tokens_per_second", tps}};
+    if (have_tokenizer) {
+      out["texts"] = nlohmann::json::array();
+      for (const auto& row : result.outputs) out["texts"].push_back(answer_text(tok, model->info(), row));
+    }
     std::printf("%s\n", out.dump().c_str());
     return;
   }
   for (const auto& row : result.outputs) {
     if (view) {
       std::printf("%s\n", server::PrefixStream(*codec, {}).advance(row, /*final=*/true).c_str());
+      continue;
+    }
+    if (have_tokenizer) {
+      std::printf("%s\n", answer_text(tok, model->info(), row).c_str());
       continue;
     }
     std::string line;
@@ -87,6 +126,10 @@ void setup(CLI::App& app) {
   auto o = std::make_shared<GenerateOptions>();
   auto* cmd = app.add_subcommand("generate", "Generate a completion by denoising a masked canvas");
   cmd->add_option("-m,--model", o->model, "Model directory (Hugging Face layout)")->capture_default_str();
+  cmd->add_option("-p,--prompt", o->prompts,
+                  "Prompt text, encoded with the model's tokenizer.json; repeat for a batch");
+  cmd->add_flag("--chat", o->chat, "Wrap the prompt in the model's chat template (tokenizer_config.json)");
+  cmd->add_option("--system", o->system, "With --chat: a system message");
   cmd->add_option("--prompt-ids", o->prompt_ids,
                   "Prompt token ids, comma separated; repeat the flag for a batch (rows are left-padded to equal "
                   "length with the pad id, as the reference does)");
