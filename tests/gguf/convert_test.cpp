@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <map>
 
 #include "dllm/dllm.h"
@@ -87,6 +88,36 @@ TEST(Convert, FallbackTypesForRowsThatAreNotWholeBlocks) {
   EXPECT_EQ(f.find_tensor("blk.0.ffn_gate.weight")->type, GgmlType::kQ4_0);
   EXPECT_EQ(f.find_tensor("output_norm.weight")->type, GgmlType::kF32);
   EXPECT_EQ(f.get_uint("general.file_type"), 15u);
+  std::remove(out.c_str());
+}
+
+// The trained demo model with its byte-level BPE tokenizer.json: identical logits, and the vocabulary in the GGUF.
+TEST(Convert, DemoModelWithTokenizer) {
+  const std::string dir = std::string(DLLM_SOURCE_DIR) + "/models/demo";
+  if (!std::filesystem::exists(dir + "/model.safetensors")) GTEST_SKIP() << dir << " is not present";
+  const std::string out = test::temp_path("demo.gguf");
+  convert_hf_to_gguf(dir, out, GgmlType::kF32);
+  auto hf = load(dir);
+  auto gg = load(out);
+  ASSERT_TRUE(hf && gg);
+  const std::vector<int32_t> ids = {10, 20, 30, 4092, 4092, 4092, 40, 4092, 50};
+  EXPECT_EQ(logits(*hf, ids), logits(*gg, ids));
+  EXPECT_EQ(hf->info().mask_id, gg->info().mask_id);
+  EXPECT_EQ(hf->info().eos_id, gg->info().eos_id);
+  GgufFile f(out);
+  const auto tok = read_gguf_tokenizer(f);
+  ASSERT_TRUE(tok);
+  const auto json = test::read_json(dir + "/tokenizer.json");
+  EXPECT_EQ(tok->model, "gpt2");
+  EXPECT_EQ(tok->merges.size(), json["model"]["merges"].size());
+  for (auto it = json["model"]["vocab"].begin(); it != json["model"]["vocab"].end(); ++it) {
+    const int64_t id = it.value().get<int64_t>();
+    ASSERT_EQ(tok->tokens.at(static_cast<size_t>(id)), it.key());
+    ASSERT_EQ(tok->token_types.at(static_cast<size_t>(id)), GgufTokenizer::kNormal);
+  }
+  for (const auto& a : json["added_tokens"])
+    EXPECT_EQ(tok->tokens.at(a["id"].get<size_t>()), a["content"].get<std::string>());
+  EXPECT_EQ(tok->mask_id, gg->info().mask_id);
   std::remove(out.c_str());
 }
 

@@ -67,6 +67,7 @@ struct EvalOptions {
   double mask_fraction = 0.5;
   uint64_t seed = 0;
   int threads = 0;
+  std::string ids_file;  // token ids (any separators, e.g. `dllm tokenize` output): rows instead of random tokens
 };
 
 void log_softmax(const float* x, int64_t n, std::vector<double>& out) {
@@ -87,9 +88,32 @@ void run_eval(const EvalOptions& o) {
   std::vector<std::vector<int32_t>> rows;
   std::vector<std::vector<int64_t>> masked;
   const int64_t ordinary = std::max<int64_t>(2, std::min<int64_t>(info.vocab_size, info.mask_id > 0 ? info.mask_id : info.vocab_size) - 32);
+  std::vector<int32_t> stream;
+  if (!o.ids_file.empty()) {
+    FILE* f = std::fopen(o.ids_file.c_str(), "rb");
+    if (!f) fail(o.ids_file, ": cannot open");
+    int64_t v = -1;
+    for (int c = std::fgetc(f);; c = std::fgetc(f)) {
+      if (c >= '0' && c <= '9') {
+        v = (v < 0 ? 0 : v * 10) + (c - '0');
+        if (v >= info.vocab_size) fail(o.ids_file, ": token id ", v, " is outside the vocabulary");
+      } else {
+        if (v >= 0) stream.push_back(static_cast<int32_t>(v));
+        v = -1;
+        if (c == EOF) break;
+      }
+    }
+    std::fclose(f);
+    if (static_cast<int64_t>(stream.size()) < o.length) fail(o.ids_file, ": fewer than --length ids");
+  }
   for (int64_t s = 0; s < o.seqs; ++s) {
     std::vector<int32_t> row(static_cast<size_t>(o.length));
-    for (auto& t : row) t = static_cast<int32_t>(rng() % static_cast<uint64_t>(ordinary));
+    if (stream.empty()) {
+      for (auto& t : row) t = static_cast<int32_t>(rng() % static_cast<uint64_t>(ordinary));
+    } else {
+      if (static_cast<int64_t>(stream.size()) < (s + 1) * o.length) break;
+      std::copy_n(stream.begin() + s * o.length, o.length, row.begin());
+    }
     std::vector<int64_t> pos;
     for (int64_t i = 1; i < o.length; ++i)
       if (std::uniform_real_distribution<double>(0, 1)(rng) < o.mask_fraction) {
@@ -159,6 +183,9 @@ void setup_eval(CLI::App& app) {
   cmd->add_option("--length", o->length, "Tokens per sequence")->capture_default_str();
   cmd->add_option("--mask-fraction", o->mask_fraction, "Fraction of positions masked")->capture_default_str();
   cmd->add_option("--seed", o->seed, "Random seed of the token rows and the masks")->capture_default_str();
+  cmd->add_option("--ids-file", o->ids_file,
+                  "Held-out token ids (any separators, e.g. `dllm tokenize` output) cut into rows of --length "
+                  "instead of random tokens")->capture_default_str();
   cmd->add_option("-t,--threads", o->threads, "Threads (0 = all cores)")->capture_default_str();
   cmd->callback([o] { run_eval(*o); });
 }
