@@ -181,6 +181,41 @@ TEST(GgufModel, DreamF32LogitsIdenticalToHfDirectory) {
   for (const auto& ids : forward_ids("dream_tiny_gqa_f32")) EXPECT_EQ(logits(*hf, ids), logits(*gg, ids));
 }
 
+// Dream's deterministic golden cases (diffusion_generate.json) from the GGUF F32 file, with the generation settings
+// mapped as tests/denoise/dream_generate_test.cpp does.
+TEST(GgufModel, DreamGoldenGenerationsReproduceFromF32File) {
+  auto gg = load("gguf/dream_tiny_gqa_f32.gguf");
+  ASSERT_TRUE(gg);
+  int checked = 0;
+  for (const auto& c : test::read_cases(test::data_path("oracle/golden/dream_tiny_gqa_f32/diffusion_generate.json"))) {
+    if (!c["deterministic"].get<bool>()) continue;
+    const auto& kw = c["kwargs"];
+    GenerateParams p;
+    p.gen_length = kw["max_new_tokens"];
+    p.steps = kw["steps"];
+    p.temperature = kw.value("temperature", 1.0);
+    const std::string alg = kw.value("alg", "origin");
+    if (alg == "origin") {
+      p.unmask = Unmask::kRandom;
+      p.transfer = Transfer::kTimestepBernoulli;
+    } else {
+      p.unmask = alg == "maskgit_plus" ? Unmask::kConfidence : alg == "topk_margin" ? Unmask::kMargin : Unmask::kEntropy;
+      p.transfer = Transfer::kTimestep;
+    }
+    if (kw.contains("top_k")) p.top_k = kw["top_k"].is_null() ? 0 : kw["top_k"].get<int64_t>();
+    if (kw.contains("top_p") && !kw["top_p"].is_null()) p.top_p = kw["top_p"];
+    if (kw.contains("alg_temp") && !kw["alg_temp"].is_null()) p.alg_temp = kw["alg_temp"];
+    if (kw.contains("eps")) p.eps = kw["eps"];
+    std::vector<std::vector<int32_t>> prompts;
+    for (const auto& row : c["prompt"]) prompts.push_back(row.get<std::vector<int32_t>>());
+    auto r = generate(*gg, prompts, p);
+    ASSERT_TRUE(r.ok()) << r.error();
+    EXPECT_EQ(r->outputs, c["generated"].get<std::vector<std::vector<int32_t>>>()) << c["id"];
+    ++checked;
+  }
+  EXPECT_GE(checked, 5);
+}
+
 TEST(GgufModel, TokenizerMetadataIsExposed) {
   GgufFile f(test::data_path("gguf/llada_tiny_f32.gguf"));
   auto tok = read_gguf_tokenizer(f);
