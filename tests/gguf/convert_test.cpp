@@ -68,7 +68,9 @@ TEST(Convert, RoundTripLogits) {
     for (size_t i = 0; i < got.size(); ++i) diff = std::max(diff, std::abs(got[i] - ref[i]));
     EXPECT_LE(diff, max_diff) << type;
     errors[type] = diff;
-    if (std::string(type) == "f32") EXPECT_EQ(got, ref);
+    if (std::string(type) == "f32") {
+      EXPECT_EQ(got, ref);
+    }
     int agree = 0;
     for (size_t t = 0; t < kIds.size(); ++t)
       agree += std::max_element(got.begin() + t * V, got.begin() + (t + 1) * V) - got.begin() ==
