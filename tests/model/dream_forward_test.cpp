@@ -28,7 +28,8 @@ float max_abs_diff(const float* a, const float* b, size_t n) {
 nlohmann::json golden() { return test::read_json(test::data_path("oracle/golden/dream_tiny_gqa_f32/forward.json")); }
 
 TEST(DreamForward, InfoFromConfig) {
-  const ModelInfo& i = dream()->info();
+  const auto model = dream();  // keeps the model alive while its info is read
+  const ModelInfo& i = model->info();
   EXPECT_EQ(i.architecture, "dream");
   EXPECT_EQ(i.n_heads, 4);
   EXPECT_EQ(i.n_kv_heads, 2);
@@ -42,7 +43,8 @@ TEST(DreamForward, InfoFromConfig) {
 
 TEST(DreamForward, LogitsMatchGoldenF32) {
   auto model = dream();
-  for (const auto& seq : golden()["sequences"]) {
+  const auto cases = golden();  // a range-for over golden()["..."] would iterate a destroyed temporary
+  for (const auto& seq : cases["sequences"]) {
     const auto ids = seq["input_ids"].get<std::vector<int32_t>>();
     ForwardInput in;
     in.tokens = ids;
