@@ -6,6 +6,7 @@ if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 PACKAGES=(
   build-essential cmake ninja-build pkg-config
   libdnnl-dev           # oneDNN: the matmul engine (f32 / bf16 / int8 kernels chosen at run time)
+  libopenblas-openmp-dev  # OpenBLAS sgemm on OpenMP: the f32 matmul where oneDNN has no AVX-512 kernels
   nlohmann-json3-dev    # JSON: config.json, safetensors headers, tokenizer.json, the API
   libcli11-dev          # command-line parsing
   libpcre2-dev          # tokenizer pre-tokenizer regexes (JIT)

@@ -1,5 +1,10 @@
 #include "kernels/linear.h"
 
+#include <cblas.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
 #include <vector>
 
 #include "core/error.h"
@@ -35,12 +40,31 @@ bool bf16_matmul_supported() {
   return supported;
 }
 
+MatmulBackend f32_matmul_backend() {
+  static const MatmulBackend backend = [] {
+    if (const char* env = std::getenv("DLLM_MATMUL")) {
+      const std::string v = env;
+      if (v == "onednn") return MatmulBackend::kOneDnn;
+      if (v == "openblas") return MatmulBackend::kOpenBlas;
+      fail("DLLM_MATMUL='", v, "' is not a matmul backend (onednn | openblas)");
+    }
+    // oneDNN 2.6's f32 matmul on AVX2-only CPUs is its generic jit gemm, which measured 0.55-0.75x OpenBLAS's
+    // sgemm here (docs/performance.md); with AVX-512 its brgemm kernels are the better choice.
+    return __builtin_cpu_supports("avx512f") ? MatmulBackend::kOneDnn : MatmulBackend::kOpenBlas;
+  }();
+  return backend;
+}
+
+const char* matmul_backend_name(MatmulBackend b) { return b == MatmulBackend::kOneDnn ? "oneDNN" : "OpenBLAS"; }
+
 ComputeType effective_compute(ComputeType requested) {
   return requested == ComputeType::kBF16 && !bf16_matmul_supported() ? ComputeType::kF32 : requested;
 }
 
 struct Linear::Impl {
-  memory::desc weight_md;  // [K, N] in oneDNN's blocked layout
+  MatmulBackend backend = MatmulBackend::kOneDnn;
+  std::vector<float> weight_rows;  // OpenBLAS: the [N, K] weight as f32, row-major (used as Bᵀ by sgemm)
+  memory::desc weight_md;  // oneDNN: [K, N] in its blocked layout
   memory weight;
   mutable std::mutex mutex;
   struct Prim {
@@ -53,6 +77,12 @@ struct Linear::Impl {
 
 Linear::Linear(const void* weight, DType stored, int64_t out_features, int64_t in_features, ComputeType compute)
     : impl_(std::make_unique<Impl>()), out_(out_features), in_(in_features), compute_(effective_compute(compute)) {
+  if (compute_ == ComputeType::kF32 && f32_matmul_backend() == MatmulBackend::kOpenBlas) {
+    impl_->backend = MatmulBackend::kOpenBlas;
+    impl_->weight_rows.resize(static_cast<size_t>(out_ * in_));
+    convert_to_f32(stored, weight, impl_->weight_rows.data(), impl_->weight_rows.size());
+    return;
+  }
   auto& eng = onednn_engine();
   const DT dt = compute_dt(compute_);
   // Let oneDNN pick the weight layout for a typical matmul, then reorder the weight into it once.
@@ -84,11 +114,21 @@ Linear::~Linear() = default;
 Linear::Linear(Linear&&) noexcept = default;
 Linear& Linear::operator=(Linear&&) noexcept = default;
 
-size_t Linear::weight_bytes() const { return impl_ ? impl_->weight_md.get_size() : 0; }
+size_t Linear::weight_bytes() const {
+  if (!impl_) return 0;
+  return impl_->backend == MatmulBackend::kOpenBlas ? impl_->weight_rows.size() * sizeof(float)
+                                                     : impl_->weight_md.get_size();
+}
 
 void Linear::forward(const float* x, int64_t rows, float* y, bool accumulate) const {
   if (rows <= 0) return;
   ScopedKernelTimer timer(KernelKind::kMatmul);
+  if (impl_->backend == MatmulBackend::kOpenBlas) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(rows), static_cast<blasint>(out_),
+                static_cast<blasint>(in_), 1.0f, x, static_cast<blasint>(in_), impl_->weight_rows.data(),
+                static_cast<blasint>(in_), accumulate ? 1.0f : 0.0f, y, static_cast<blasint>(out_));
+    return;
+  }
   auto& eng = onednn_engine();
   std::lock_guard<std::mutex> lock(impl_->mutex);
   auto key = std::make_pair(rows, accumulate);

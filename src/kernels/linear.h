@@ -1,5 +1,6 @@
-// y[M, N] (+)= x[M, K] · Wᵀ for a PyTorch-layout weight W[N, K], run by oneDNN's matmul with the weight reordered
-// once, at load, into the blocked layout its kernels want. Two compute types:
+// y[M, N] (+)= x[M, K] · Wᵀ for a PyTorch-layout weight W[N, K]: oneDNN's matmul with the weight reordered once,
+// at load, into the blocked layout its kernels want, or OpenBLAS's sgemm for f32 on CPUs without AVX-512.
+// Two compute types:
 //   kF32  - f32 weights and activations (the exact path the golden tests use);
 //   kBF16 - bf16 weights and activations, f32 accumulation and output (vdpbf16ps; the fast path).
 #pragma once
@@ -18,6 +19,12 @@ namespace dllm {
 // bf16 matmuls need AVX512_BF16 (or AMX) in oneDNN; elsewhere the fast path falls back to f32 compute.
 bool bf16_matmul_supported();
 ComputeType effective_compute(ComputeType requested);
+
+// Who runs f32 matmuls: oneDNN where it has AVX-512 kernels, OpenBLAS's sgemm elsewhere. DLLM_MATMUL=onednn|openblas
+// overrides the choice (for side-by-side timing).
+enum class MatmulBackend { kOneDnn, kOpenBlas };
+MatmulBackend f32_matmul_backend();
+const char* matmul_backend_name(MatmulBackend b);
 
 class Linear {
  public:
