@@ -1,6 +1,7 @@
 #include "kernels/quant/linear_q8.h"
 
 #include <immintrin.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -8,12 +9,14 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "kernels/profile.h"
 #include "kernels/quant/quant.h"
 
 namespace dllm::quant {
 
 namespace {
 
+// (l0 + l4) + (l2 + l6) + ((l1 + l5) + (l3 + l7)), in this order (the reference repeats it).
 inline float hsum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -21,14 +24,77 @@ inline float hsum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-// Sum over 32 lanes of w * x as 8 int32 partial sums. |w| <= 127 and |x| <= 127, so the pairwise int16 sums of
-// vpmaddubsw (|w| * sign(x, w)) stay below 2 * 127 * 127 = 32258: no saturation.
-inline __m256 dot32(__m256i w, __m256i x) {
-  const __m256i aw = _mm256_sign_epi8(w, w);
-  const __m256i sx = _mm256_sign_epi8(x, w);
-  const __m256i p16 = _mm256_maddubs_epi16(aw, sx);
-  return _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
+inline __m256i load32(const int8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+
+// Activations of `rows` rows to Q8_0, AVX2: the same amax, scale, 1/scale and round-to-nearest-even as the scalar
+// quantize_activations_q8 (cvtps2dq rounds like lrintf in the default rounding mode), so the same bits.
+void quantize_activations_avx2(const float* x, int64_t rows, int64_t k, int8_t* qs, float* d) {
+  const int64_t nb = k / kQK8_0;
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+#pragma omp parallel for schedule(static) if (rows * k >= 65536)
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t b = 0; b < nb; ++b) {
+      const float* xb = x + r * k + b * kQK8_0;
+      __m256 v[4];
+      for (int i = 0; i < 4; ++i) v[i] = _mm256_loadu_ps(xb + 8 * i);
+      __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_and_ps(v[0], abs_mask), _mm256_and_ps(v[1], abs_mask)),
+                               _mm256_max_ps(_mm256_and_ps(v[2], abs_mask), _mm256_and_ps(v[3], abs_mask)));
+      __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+      m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+      m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+      const float amax = _mm_cvtss_f32(m4);
+      const float scale = amax / 127.0f, inv = scale != 0 ? 1.0f / scale : 0.0f;
+      d[r * nb + b] = scale;
+      const __m256 iv = _mm256_set1_ps(inv);
+      __m256i q[4];
+      for (int i = 0; i < 4; ++i) q[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], iv));
+      // |q| <= 127: the saturating packs do not saturate. packs interleave 128-bit lanes; the permute undoes it.
+      const __m256i q16 = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs + r * k + b * kQK8_0),
+                          _mm256_permutevar8x32_epi32(q16, order));
+    }
 }
+
+// The micro-kernel: RM activation rows x RN weight rows over all K. Per block of 32 each weight block is loaded
+// (and its |w| formed) once for the RM rows, each activation block once for the RN weight rows. Lane l of acc
+// holds the sum over blocks of (int32 sum of elements 4l..4l+3) * (d_x * d_w), accumulated with one FMA per block.
+template <int RM, int RN>
+void tile(const int8_t* xq, const float* xd, const int8_t* wq, const float* wd, int64_t k, int64_t nb, float* y,
+          int64_t ldy, bool accumulate) {
+  __m256 acc[RM][RN];
+  for (int r = 0; r < RM; ++r)
+    for (int c = 0; c < RN; ++c) acc[r][c] = _mm256_setzero_ps();
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int64_t b = 0; b < nb; ++b) {
+    __m256i w[RN], aw[RN];
+    for (int c = 0; c < RN; ++c) {
+      w[c] = load32(wq + c * k + b * kQK8_0);
+      aw[c] = _mm256_sign_epi8(w[c], w[c]);
+    }
+    for (int r = 0; r < RM; ++r) {
+      const __m256i xv = load32(xq + r * k + b * kQK8_0);
+      const __m256 dx = _mm256_broadcast_ss(xd + r * nb + b);
+      for (int c = 0; c < RN; ++c) {
+        // |w| * sign(x, w) = w * x; pair sums of vpmaddubsw stay below 2 * 127 * 127 = 32258 (no saturation).
+        const __m256i p16 = _mm256_maddubs_epi16(aw[c], _mm256_sign_epi8(xv, w[c]));
+        const __m256 s = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones));
+        acc[r][c] = _mm256_fmadd_ps(s, _mm256_mul_ps(_mm256_broadcast_ss(wd + c * nb + b), dx), acc[r][c]);
+      }
+    }
+  }
+  for (int r = 0; r < RM; ++r)
+    for (int c = 0; c < RN; ++c) {
+      float& out = y[r * ldy + c];
+      out = accumulate ? out + hsum(acc[r][c]) : hsum(acc[r][c]);
+    }
+}
+
+using TileFn = void (*)(const int8_t*, const float*, const int8_t*, const float*, int64_t, int64_t, float*, int64_t,
+                        bool);
+constexpr int kRowTile = 4, kColTile = 2;
+constexpr TileFn kTiles[kRowTile][kColTile] = {
+    {tile<1, 1>, tile<1, 2>}, {tile<2, 1>, tile<2, 2>}, {tile<3, 1>, tile<3, 2>}, {tile<4, 1>, tile<4, 2>}};
 
 }  // namespace
 
@@ -65,69 +131,63 @@ LinearQ8 LinearQ8::from_q8_0(const void* blocks, int64_t out, int64_t in) {
 }
 
 LinearQ8 LinearQ8::from_f32(const float* w, int64_t out, int64_t in) {
+  if (in % kQK8_0 != 0) fail("LinearQ8: in_features ", in, " is not a multiple of 32");
   std::vector<uint8_t> blocks(ggml_row_bytes(GgmlType::kQ8_0, in) * static_cast<size_t>(out));
   quantize(GgmlType::kQ8_0, w, blocks.data(), out * in);
   return from_q8_0(blocks.data(), out, in);
 }
 
-void LinearQ8::forward_reference(const float* x, int64_t rows, float* y) const {
+void LinearQ8::dequantize_row(int64_t row, float* out) const {
+  for (int64_t i = 0; i < in_; ++i) out[i] = d_[row * nb_ + i / kQK8_0] * static_cast<float>(qs_[row * in_ + i]);
+}
+
+void LinearQ8::forward_reference(const float* x, int64_t rows, float* y, bool accumulate) const {
   std::vector<int8_t> xq(static_cast<size_t>(rows * in_));
   std::vector<float> xd(static_cast<size_t>(rows * nb_));
   quantize_activations_q8(x, rows, in_, xq.data(), xd.data());
   for (int64_t m = 0; m < rows; ++m)
     for (int64_t n = 0; n < out_; ++n) {
-      float acc = 0;
+      float lane[8] = {};
       for (int64_t b = 0; b < nb_; ++b) {
-        int32_t s = 0;
-        for (int j = 0; j < kQK8_0; ++j)
-          s += int32_t{qs_[n * in_ + b * kQK8_0 + j]} * int32_t{xq[m * in_ + b * kQK8_0 + j]};
-        acc += static_cast<float>(s) * (d_[n * nb_ + b] * xd[m * nb_ + b]);
+        const float scale = d_[n * nb_ + b] * xd[m * nb_ + b];
+        for (int l = 0; l < 8; ++l) {
+          int32_t s = 0;
+          for (int j = 4 * l; j < 4 * l + 4; ++j)
+            s += int32_t{qs_[n * in_ + b * kQK8_0 + j]} * int32_t{xq[m * in_ + b * kQK8_0 + j]};
+          lane[l] = std::fma(static_cast<float>(s), scale, lane[l]);
+        }
       }
-      y[m * out_ + n] = acc;
+      float a[4];
+      for (int l = 0; l < 4; ++l) a[l] = lane[l] + lane[l + 4];
+      const float h = (a[0] + a[2]) + (a[1] + a[3]);
+      float& out = y[m * out_ + n];
+      out = accumulate ? out + h : h;
     }
 }
 
 void LinearQ8::forward(const float* x, int64_t rows, float* y, bool accumulate) const {
   if (rows <= 0) return;
+  ScopedKernelTimer timer(KernelKind::kMatmul);
   std::vector<int8_t> xq(static_cast<size_t>(rows * in_));
   std::vector<float> xd(static_cast<size_t>(rows * nb_));
-  quantize_activations_q8(x, rows, in_, xq.data(), xd.data());
-  constexpr int64_t kRowTile = 4, kColChunk = 16;
+  quantize_activations_avx2(x, rows, in_, xq.data(), xd.data());
+  // Rows of x in blocks whose 8-bit copy stays in L2 (~192 KiB) while every weight row passes over them once;
+  // inside a block each thread takes chunks of 16 weight rows (L1/L2) and runs every 4-row tile against them.
+  constexpr int64_t kColChunk = 16;
+  const int64_t row_block = std::max<int64_t>(kRowTile, (192 * 1024 / in_) / kRowTile * kRowTile);
   const int64_t chunks = (out_ + kColChunk - 1) / kColChunk;
-  // Each thread owns chunks of 16 weight rows (kept in L2) and runs every 4-row tile of x (in L1) against them.
-#pragma omp parallel for schedule(static)
-  for (int64_t c = 0; c < chunks; ++c) {
-    const int64_t n0 = c * kColChunk, n1 = std::min(out_, n0 + kColChunk);
-    for (int64_t m0 = 0; m0 < rows; m0 += kRowTile) {
-      const int64_t mt = std::min(kRowTile, rows - m0);
-      for (int64_t n = n0; n < n1; ++n) {
-        const int8_t* w = qs_.data() + n * in_;
-        const float* wd = d_.data() + n * nb_;
-        __m256 acc[kRowTile] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-        if (mt == kRowTile) {
-          const int8_t* x0 = xq.data() + m0 * in_;
-          const float* d0 = xd.data() + m0 * nb_;
-          for (int64_t b = 0; b < nb_; ++b) {
-            const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + b * kQK8_0));
-            for (int r = 0; r < kRowTile; ++r) {
-              const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x0 + r * in_ + b * kQK8_0));
-              acc[r] = _mm256_fmadd_ps(dot32(wv, xv), _mm256_set1_ps(wd[b] * d0[r * nb_ + b]), acc[r]);
-            }
-          }
-        } else {
-          for (int64_t r = 0; r < mt; ++r) {
-            const int8_t* xr = xq.data() + (m0 + r) * in_;
-            const float* dr = xd.data() + (m0 + r) * nb_;
-            for (int64_t b = 0; b < nb_; ++b) {
-              const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + b * kQK8_0));
-              const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xr + b * kQK8_0));
-              acc[r] = _mm256_fmadd_ps(dot32(wv, xv), _mm256_set1_ps(wd[b] * dr[b]), acc[r]);
-            }
-          }
-        }
-        for (int64_t r = 0; r < mt; ++r) {
-          float& out = y[(m0 + r) * out_ + n];
-          out = accumulate ? out + hsum(acc[r]) : hsum(acc[r]);
+#pragma omp parallel if (static_cast<double>(rows) * out_ * in_ >= 1 << 18)
+  for (int64_t mb = 0; mb < rows; mb += row_block) {
+    const int64_t mb_end = std::min(rows, mb + row_block);
+#pragma omp for schedule(static)
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t n0 = c * kColChunk, n1 = std::min(out_, n0 + kColChunk);
+      for (int64_t m0 = mb; m0 < mb_end; m0 += kRowTile) {
+        const int64_t mt = std::min<int64_t>(kRowTile, mb_end - m0);
+        for (int64_t n = n0; n < n1; n += kColTile) {
+          const int64_t nt = std::min<int64_t>(kColTile, n1 - n);
+          kTiles[mt - 1][nt - 1](xq.data() + m0 * in_, xd.data() + m0 * nb_, qs_.data() + n * in_,
+                                 d_.data() + n * nb_, in_, nb_, y + m0 * out_ + n, out_, accumulate);
         }
       }
     }
