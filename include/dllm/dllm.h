@@ -22,9 +22,17 @@ namespace dllm {
 // f32 accumulation, the fast path on CPUs with AVX512_BF16.
 enum class ComputeType { kF32, kBF16 };
 
+// How the weight matrices of a GGUF file are held at run time (docs/gguf.md, "Quantized weights at run time").
+enum class WeightFormat {
+  kAuto,        // quantized tensors (Q8_0, Q4_0, Q4_K, Q6_K) in 8 bits, plain ones (F32/F16/BF16) as `compute`
+  kDequantize,  // every matrix dequantised once, at load, to `compute` (f32 or bf16)
+  kQ8,          // every matrix in 8 bits (Q8_0 kept, the others quantised to Q8_0 at load); GGUF files only
+};
+
 struct LoadOptions {
   ComputeType compute = ComputeType::kBF16;
   int threads = 0;  // 0 = all cores
+  WeightFormat weights = WeightFormat::kAuto;
 };
 
 struct ModelInfo {
@@ -149,5 +157,15 @@ struct GenerateResult {
 
 Expected<GenerateResult> generate(Model& model, const std::vector<std::vector<int32_t>>& prompts,
                                   const GenerateParams& params, const StepCallback& on_step = {});
+
+// Infilling (docs/denoising.md "Infilling"): each row is a whole canvas, e.g. prefix + N mask ids + suffix, with
+// any number of masked spans anywhere; every position attends to both sides, and only the masked positions are
+// denoised. params.gen_length is ignored: it is the number of mask ids, which must be equal in every row (rows must
+// also have equal length: no padding). block_length / steps / the strategy axes / caches apply to the masked
+// positions taken in order (blocks = runs of block_length masked positions, left to right; block_length 0 = one
+// block). stop_at_eos is not supported. outputs (and StepEvent.canvas / committed) are the whole filled canvas of
+// each row and canvas positions; a prompt-then-masks canvas gives the same tokens as generate().
+Expected<GenerateResult> infill(Model& model, const std::vector<std::vector<int32_t>>& canvases,
+                                const GenerateParams& params, const StepCallback& on_step = {});
 
 }  // namespace dllm

@@ -23,6 +23,21 @@ uint64_t stream_seed(uint64_t seed, int64_t forward, int64_t row, int64_t pos) {
 
 bool adaptive(Transfer t) { return t == Transfer::kThreshold || t == Transfer::kFactor; }
 
+// Infilling: the generated region is the canvas's masked positions, so gen_length is their number (equal in every
+// row). The prompt-then-masks layout keeps params as given.
+GenerateParams effective_params(const ModelInfo& info, const std::vector<std::vector<int32_t>>& rows,
+                                const GenerateParams& params, bool infill) {
+  if (!infill) return params;
+  if (rows.empty()) fail("infill: no canvas given");
+  GenerateParams p = params;
+  p.gen_length = std::count(rows[0].begin(), rows[0].end(), info.mask_id);
+  if (p.gen_length == 0) fail("infill: the canvas has no mask id (", info.mask_id, ") to fill");
+  if (p.block_length > 0 && p.gen_length % p.block_length != 0)
+    fail("infill: the canvas has ", p.gen_length, " masked positions, not a multiple of block_length ",
+         p.block_length);
+  return p;
+}
+
 }  // namespace
 
 ForwardInput ForwardPlan::input() const {
@@ -111,10 +126,15 @@ DenoiseSettings resolve_settings(const ModelInfo& info, const GenerateParams& p)
 }
 
 Denoiser::Denoiser(const ModelInfo& info, const std::vector<std::vector<int32_t>>& prompts,
-                   const GenerateParams& params)
-    : info_(info), params_(params), s_(resolve_settings(info, params)) {
+                   const GenerateParams& params, bool infill)
+    : info_(info), params_(effective_params(info, prompts, params, infill)), s_(resolve_settings(info, params_)) {
   if (prompts.empty()) fail("generate: no prompt given");
   batch_ = static_cast<int64_t>(prompts.size());
+  if (infill) {
+    init_infill(prompts);
+    start_block();
+    return;
+  }
   for (const auto& prompt : prompts) prompt_len_ = std::max<int64_t>(prompt_len_, static_cast<int64_t>(prompt.size()));
   for (size_t r = 0; r < prompts.size(); ++r)
     for (int32_t t : prompts[r])
@@ -159,11 +179,54 @@ Denoiser::Denoiser(const ModelInfo& info, const std::vector<std::vector<int32_t>
       if (!is_prompt_[b][i]) first_mask_ = std::min(first_mask_, i);
     }
   }
+  slots_.assign(batch_, std::vector<int64_t>(params_.gen_length));
+  for (int64_t b = 0; b < batch_; ++b) std::iota(slots_[b].begin(), slots_[b].end(), prompt_len_);
   finished_.assign(batch_, 0);
   canvas_.resize(batch_);
   committed_.resize(batch_);
   start_block();
 }
+
+// Infilling: each row is a whole canvas (equal lengths, no padding) whose mask ids are the positions to fill;
+// blocks are consecutive runs of block_length masked positions, left to right.
+void Denoiser::init_infill(const std::vector<std::vector<int32_t>>& canvases) {
+  if (params_.stop_at_eos) fail("infill: stop_at_eos applies to a generated tail, not to an infilled canvas");
+  const int32_t mask = info_.mask_id;
+  total_len_ = static_cast<int64_t>(canvases[0].size());
+  prompt_len_ = 0;  // the generated region (canvas_, committed positions, outputs) is the whole canvas
+  if (total_len_ > info_.max_seq_len)
+    fail("infill: the canvas (", total_len_, " tokens) exceeds the model's maximum of ", info_.max_seq_len,
+         " positions");
+  x_ = canvases;
+  is_prompt_.resize(batch_);
+  slots_.resize(batch_);
+  first_mask_ = total_len_;
+  for (int64_t b = 0; b < batch_; ++b) {
+    if (static_cast<int64_t>(x_[b].size()) != total_len_)
+      fail("infill: canvas ", b, " has ", x_[b].size(), " tokens, canvas 0 has ", total_len_,
+           "; the rows of a batch must have equal length");
+    is_prompt_[b].resize(total_len_);
+    for (int64_t i = 0; i < total_len_; ++i) {
+      const int32_t t = x_[b][i];
+      if (t < 0 || t >= info_.vocab_size)
+        fail("infill: canvas ", b, " has token id ", t, " outside the vocabulary [0, ", info_.vocab_size, ")");
+      is_prompt_[b][i] = t != mask;
+      if (t == mask) slots_[b].push_back(i);
+    }
+    if (static_cast<int64_t>(slots_[b].size()) != params_.gen_length)
+      fail("infill: canvas ", b, " has ", slots_[b].size(), " masked positions, canvas 0 has ", params_.gen_length,
+           "; the rows of a batch must have the same number");
+    first_mask_ = std::min(first_mask_, slots_[b].front());
+  }
+  finished_.assign(batch_, 0);
+  canvas_.resize(batch_);
+  committed_.resize(batch_);
+}
+
+// The current block of row b is the canvas range from its first to past its last generated slot: for the
+// prompt-then-masks layout [prompt_len + block * block_length, + block_length).
+int64_t Denoiser::block_begin(int64_t b) const { return slots_[b][block_ * s_.block_length]; }
+int64_t Denoiser::block_end(int64_t b) const { return slots_[b][(block_ + 1) * s_.block_length - 1] + 1; }
 
 int64_t Denoiser::count_masks(int64_t row, int64_t lo, int64_t hi) const {
   return std::count(x_[row].begin() + lo, x_[row].begin() + hi, info_.mask_id);
@@ -172,10 +235,10 @@ int64_t Denoiser::count_masks(int64_t row, int64_t lo, int64_t hi) const {
 void Denoiser::start_block() {
   step_ = 0;
   cache_.clear();
-  const int64_t begin = prompt_len_ + block_ * s_.block_length, end = begin + s_.block_length;
   if (s_.transfer == Transfer::kUniform) {
     quota_.assign(batch_, {});
-    for (int64_t b = 0; b < batch_; ++b) quota_[b] = uniform_transfer_counts(count_masks(b, begin, end), s_.steps_per_block);
+    for (int64_t b = 0; b < batch_; ++b)
+      quota_[b] = uniform_transfer_counts(count_masks(b, block_begin(b), block_end(b)), s_.steps_per_block);
   } else if (s_.transfer == Transfer::kTimestep || s_.transfer == Transfer::kTimestepBernoulli) {
     timesteps_ = dream_timesteps(s_.steps_per_block, s_.eps);
   }
@@ -185,14 +248,19 @@ const ForwardPlan& Denoiser::plan() {
   if (done_) fail("denoiser: plan() after the generation finished");
   ForwardPlan& p = plan_;
   const int64_t rows = s_.cfg ? 2 * batch_ : batch_;
-  const int64_t block_begin = prompt_len_ + block_ * s_.block_length, block_end = block_begin + s_.block_length;
+  // The union of the rows' current blocks (one range for the prompt-then-masks layout).
+  int64_t union_begin = total_len_, union_end = 0;
+  for (int64_t b = 0; b < batch_; ++b) {
+    union_begin = std::min(union_begin, block_begin(b));
+    union_end = std::max(union_end, block_end(b));
+  }
   const bool reuse = s_.cache != CacheMode::kNone && step_ > 0 &&
                      !(s_.cache_refresh > 0 && step_ % s_.cache_refresh == 0) && !cache_.empty();
   const int64_t shift = s_.shift ? 1 : 0;
   int64_t lo = 0, hi = total_len_;
   if (reuse) {
-    lo = std::max<int64_t>(0, block_begin - shift);
-    hi = s_.cache == CacheMode::kDual ? block_end : total_len_;
+    lo = std::max<int64_t>(0, union_begin - shift);
+    hi = s_.cache == CacheMode::kDual ? union_end : total_len_;
   }
   p.rows = rows;
   p.len = hi - lo;
@@ -243,19 +311,27 @@ void Denoiser::step(std::span<const float> logits_in) {
   }
 
   const int32_t mask = info_.mask_id;
-  const int64_t block_begin = prompt_len_ + block_ * s_.block_length, block_end = block_begin + s_.block_length;
   // Eligible: masked positions before the end of the current block, from the first mask (earlier blocks included,
-  // as the references do) or, on a cached step, within the current block only (Fast-dLLM).
-  const int64_t lo = p.cache_op == CacheOp::kReuse ? block_begin : first_mask_;
+  // as the references do) or, on a cached step, within the current block only (Fast-dLLM). Row b's eligible
+  // range is [lo_of[b], hi_of[b]); predictions are kept for [lo, lo + width), the union of the ranges.
+  const bool reuse = p.cache_op == CacheOp::kReuse;
+  std::vector<int64_t> lo_of(batch_), hi_of(batch_);
+  int64_t lo = total_len_, top = 0;
+  for (int64_t b = 0; b < batch_; ++b) {
+    lo_of[b] = reuse ? block_begin(b) : first_mask_;
+    hi_of[b] = block_end(b);
+    lo = std::min(lo, lo_of[b]);
+    top = std::max(top, hi_of[b]);
+  }
   const int64_t first_logit = p.canvas_offset + p.logits_from;
   auto source = [&](int64_t pos) { return s_.shift && pos > 0 ? pos - 1 : pos; };  // Dream's logit shift
-  const int64_t width = block_end - lo;
+  const int64_t width = top - lo;
   pred_.resize(batch_ * width);
 #pragma omp parallel for collapse(2) schedule(dynamic, 4)
   for (int64_t b = 0; b < batch_; ++b)
     for (int64_t i = 0; i < width; ++i) {
       const int64_t pos = lo + i;
-      if (x_[b][pos] != mask || finished_[b]) continue;
+      if (pos < lo_of[b] || pos >= hi_of[b] || x_[b][pos] != mask || finished_[b]) continue;
       Rng rng(stream_seed(params_.seed, forwards_, b, pos));
       const float* row = logits + ((b * span) + source(pos) - first_logit) * vocab;
       pred_[b * width + i] = predict({row, static_cast<size_t>(vocab)}, s_.prediction, rng);
@@ -267,7 +343,7 @@ void Denoiser::step(std::span<const float> logits_in) {
   const bool last_step = step_ == s_.steps_per_block - 1;
   if (s_.transfer == Transfer::kTimestep || s_.transfer == Transfer::kTimestepBernoulli) {
     int64_t total = 0;
-    for (int64_t b = 0; b < batch_; ++b) total += count_masks(b, lo, block_end);
+    for (int64_t b = 0; b < batch_; ++b) total += count_masks(b, lo_of[b], hi_of[b]);
     const float mean = static_cast<float>(total) / static_cast<float>(batch_);
     const float t = timesteps_[step_], s = timesteps_[step_ + 1];
     timestep_k = timestep_transfer_count(mean, t, s, last_step);
@@ -278,7 +354,7 @@ void Denoiser::step(std::span<const float> logits_in) {
     committed_[b].clear();
     if (finished_[b]) continue;
     std::vector<int64_t> eligible;
-    for (int64_t pos = lo; pos < block_end; ++pos)
+    for (int64_t pos = lo_of[b]; pos < hi_of[b]; ++pos)
       if (x_[b][pos] == mask) eligible.push_back(pos);
     auto conf = [&](int64_t pos) { return pred_[b * width + pos - lo].confidence; };
     std::vector<int64_t> chosen;
@@ -355,10 +431,9 @@ void Denoiser::step(std::span<const float> logits_in) {
 // Early stop: nothing left to commit in the current block. Fixed schedules look at every eligible position (earlier
 // blocks included, so skipping is exact); the adaptive rules, like Fast-dLLM, at the block itself.
 bool Denoiser::block_finished() const {
-  const int64_t block_begin = prompt_len_ + block_ * s_.block_length, block_end = block_begin + s_.block_length;
-  const int64_t lo = adaptive(s_.transfer) ? block_begin : first_mask_;
   for (int64_t b = 0; b < batch_; ++b)
-    if (!finished_[b] && count_masks(b, lo, block_end) > 0) return false;
+    if (!finished_[b] && count_masks(b, adaptive(s_.transfer) ? block_begin(b) : first_mask_, block_end(b)) > 0)
+      return false;
   return true;
 }
 

@@ -2,6 +2,7 @@
 // scheduler (the server) run the same semantics.
 //
 //   Denoiser d(model.info(), prompts, params);      // validates params; the canvas is prompt + masks
+//   Denoiser d(model.info(), canvases, params, /*infill=*/true);  // or: whole canvases, their mask ids filled
 //   while (!d.done()) {
 //     const ForwardPlan& plan = d.plan();          // the forward this step needs: rows, tokens, positions,
 //                                                  // validity, logits_from, cache op
@@ -59,7 +60,12 @@ DenoiseSettings resolve_settings(const ModelInfo& info, const GenerateParams& pa
 
 class Denoiser {
  public:
-  Denoiser(const ModelInfo& info, const std::vector<std::vector<int32_t>>& prompts, const GenerateParams& params);
+  // infill = false: each row is a prompt; the canvas is the left-padded prompt + params.gen_length masks.
+  // infill = true: each row is a whole canvas (equal lengths, equal numbers of mask ids); its masked positions are
+  // the generated region (gen_length = their number; blocks are runs of block_length of them, left to right), and
+  // the outputs / step events are the whole canvas. dllm::infill documents the semantics.
+  Denoiser(const ModelInfo& info, const std::vector<std::vector<int32_t>>& prompts, const GenerateParams& params,
+           bool infill = false);
 
   bool done() const { return done_; }
   const ForwardPlan& plan();
@@ -72,7 +78,10 @@ class Denoiser {
   int64_t rows() const { return batch_; }
 
  private:
+  void init_infill(const std::vector<std::vector<int32_t>>& canvases);
   void start_block();
+  int64_t block_begin(int64_t row) const;  // canvas range of the row's current block
+  int64_t block_end(int64_t row) const;
   bool block_finished() const;
   int64_t count_masks(int64_t row, int64_t lo, int64_t hi) const;
   void check_stop_at_eos(int64_t row);
@@ -80,8 +89,9 @@ class Denoiser {
   ModelInfo info_;
   GenerateParams params_;
   DenoiseSettings s_;
-  int64_t batch_ = 0, prompt_len_ = 0, total_len_ = 0, first_mask_ = 0;
+  int64_t batch_ = 0, prompt_len_ = 0, total_len_ = 0, first_mask_ = 0;  // infill: prompt_len_ = 0
   std::vector<std::vector<int32_t>> x_;
+  std::vector<std::vector<int64_t>> slots_;  // per row: canvas positions of the generated region, ascending
   std::vector<std::vector<uint8_t>> is_prompt_;
   std::vector<int64_t> positions_;  // [batch * total] Dream padding position ids; empty = 0..total-1
   std::vector<uint8_t> valid_;      // [batch * total]; empty = all valid

@@ -1,15 +1,17 @@
-// dllm::generate: the thin driver over a Denoiser (one request, forwards run here one after another).
+// dllm::generate / dllm::infill: thin drivers over a Denoiser (one request, forwards run here one after another).
 #include <chrono>
 
 #include "denoise/denoiser.h"
 
 namespace dllm {
 
-Expected<GenerateResult> generate(Model& model, const std::vector<std::vector<int32_t>>& prompts,
-                                  const GenerateParams& params, const StepCallback& on_step) {
+namespace {
+
+Expected<GenerateResult> drive(Model& model, const std::vector<std::vector<int32_t>>& rows,
+                               const GenerateParams& params, const StepCallback& on_step, bool infill) {
   return capture([&] {
     const auto start = std::chrono::steady_clock::now();
-    Denoiser d(model.info(), prompts, params);
+    Denoiser d(model.info(), rows, params, infill);
     while (!d.done()) {
       std::vector<float> logits = model.forward(d.plan().input()).value();
       d.step(logits);
@@ -19,6 +21,18 @@ Expected<GenerateResult> generate(Model& model, const std::vector<std::vector<in
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return r;
   });
+}
+
+}  // namespace
+
+Expected<GenerateResult> generate(Model& model, const std::vector<std::vector<int32_t>>& prompts,
+                                  const GenerateParams& params, const StepCallback& on_step) {
+  return drive(model, prompts, params, on_step, /*infill=*/false);
+}
+
+Expected<GenerateResult> infill(Model& model, const std::vector<std::vector<int32_t>>& canvases,
+                                const GenerateParams& params, const StepCallback& on_step) {
+  return drive(model, canvases, params, on_step, /*infill=*/true);
 }
 
 }  // namespace dllm
