@@ -7,8 +7,12 @@
 // llama.cpp runs LLaDA with adjacent-pair RoPE, so its converter permutes the rows of LLaDA's attn_q / attn_k
 // within each head; this engine rotates halves (NeoX, as HF does), so the permutation is undone here. Dream is
 // stored unpermuted (llama.cpp runs it with NeoX RoPE).
-// Quantized tensors are dequantised once, here, into the Linear's packed weights.
+// Weight matrices (LoadOptions::weights): kAuto keeps quantized tensors in 8 bits (quant::LinearQ8: Q8_0 blocks as
+// stored, Q4_0 / Q4_K / Q6_K dequantised and requantised to Q8_0) and plain ones as Linear; kDequantize dequantises
+// everything once, here, into the Linear's packed weights; kQ8 puts every matrix in 8 bits. An 8-bit token_embd
+// stays 8-bit as the embedding table too (one copy when the head is tied to it).
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <set>
 
@@ -52,7 +56,7 @@ std::optional<DType> plain_dtype(GgmlType t) {
 // Takes tensors by name, checks their shape (given in PyTorch order) and remembers which were used.
 class TensorTaker {
  public:
-  explicit TensorTaker(std::shared_ptr<GgufFile> file) : file_(std::move(file)) {}
+  TensorTaker(std::shared_ptr<GgufFile> file, WeightFormat weights) : file_(std::move(file)), weights_(weights) {}
 
   const GgufTensor& take(const std::string& name, std::vector<int64_t> shape) {
     const GgufTensor* t = file_->find_tensor(name);
@@ -68,22 +72,44 @@ class TensorTaker {
   }
   bool has(const std::string& name) const { return file_->find_tensor(name) != nullptr; }
 
-  // The whole tensor as f32 (dequantised when quantized).
-  std::vector<float> f32(const GgufTensor& t) const {
+  // The whole tensor as f32 (dequantised when quantized), LLaDA's q/k rows put back when unpermute_heads > 0.
+  std::vector<float> f32(const GgufTensor& t, int64_t unpermute_heads = 0) const {
     std::vector<float> out(static_cast<size_t>(t.numel()));
     quant::dequantize(t.type, t.data, out.data(), t.numel());
+    if (unpermute_heads == 0) return out;
+    const int64_t rows = t.dims.size() == 2 ? t.dims[1] : 1, in = t.dims[0];
+    const auto bytes = unpermute_rows(reinterpret_cast<const uint8_t*>(out.data()), in * sizeof(float),
+                                      unpermute_heads, rows, t.name);
+    std::memcpy(out.data(), bytes.data(), bytes.size());
     return out;
   }
 
   std::vector<float> vector(const std::string& name, int64_t size) { return f32(take(name, {size})); }
 
-  Linear linear(const std::string& name, int64_t out, int64_t in, ComputeType ct, int64_t unpermute_heads = 0) {
+  // Whether a matrix with `in` columns is held in 8 bits (rows must be whole Q8_0 blocks).
+  bool want_q8(const GgufTensor& t, int64_t in) const {
+    if (in % quant::kQK8_0 != 0) return false;
+    return weights_ == WeightFormat::kQ8 || (weights_ == WeightFormat::kAuto && !plain_dtype(t.type));
+  }
+
+  // The tensor as 8-bit weights: Q8_0 blocks as stored (whole rows moved when un-permuting), else through f32.
+  quant::LinearQ8 q8(const GgufTensor& t, int64_t out, int64_t in, int64_t unpermute_heads = 0) const {
+    if (t.type == GgmlType::kQ8_0) {
+      if (unpermute_heads == 0) return quant::LinearQ8::from_q8_0(t.data, out, in);
+      const auto rows = unpermute_rows(t.data, ggml_row_bytes(t.type, in), unpermute_heads, out, t.name);
+      return quant::LinearQ8::from_q8_0(rows.data(), out, in);
+    }
+    const std::vector<float> w = f32(t, unpermute_heads);
+    return quant::LinearQ8::from_f32(w.data(), out, in);
+  }
+
+  MatMul linear(const std::string& name, int64_t out, int64_t in, ComputeType ct, int64_t unpermute_heads = 0) {
     const GgufTensor& t = take(name, {out, in});
+    if (want_q8(t, in)) return q8(t, out, in, unpermute_heads);
     if (unpermute_heads == 0)
       if (auto dt = plain_dtype(t.type); dt && reinterpret_cast<uintptr_t>(t.data) % dtype_size(*dt) == 0)
         return Linear(t.data, *dt, out, in, ct);
-    std::vector<float> w = f32(t);
-    if (unpermute_heads > 0) w = unpermute_rows(w, unpermute_heads, out, in, name);
+    const std::vector<float> w = f32(t, unpermute_heads);
     return Linear(w.data(), DType::kF32, out, in, ct);
   }
 
@@ -95,22 +121,25 @@ class TensorTaker {
   void set_arch(const std::string& a) { arch_ = a; }
 
   // llama.cpp's LLaDA converter stores row h*hd + 2j + t of a head where HF has row h*hd + t*hd/2 + j
-  // (W.reshape(n_head, 2, hd/2, d).swapaxes(1, 2)); this puts the rows back.
-  std::vector<float> unpermute_rows(const std::vector<float>& w, int64_t heads, int64_t out, int64_t in,
-                                    const std::string& name) const {
+  // (W.reshape(n_head, 2, hd/2, d).swapaxes(1, 2)); this puts the rows back. Rows move whole, so it works on
+  // any row layout: f32 rows, or Q8_0 rows of blocks.
+  std::vector<uint8_t> unpermute_rows(const uint8_t* w, size_t row_bytes, int64_t heads, int64_t out,
+                                      const std::string& name) const {
     if (out % heads != 0 || (out / heads) % 2 != 0)
       fail(file_->path(), ": tensor '", name, "': ", out, " rows do not split into ", heads, " heads of even size");
     const int64_t hd = out / heads, half = hd / 2;
-    std::vector<float> r(w.size());
+    std::vector<uint8_t> r(static_cast<size_t>(out) * row_bytes);
     for (int64_t h = 0; h < heads; ++h)
       for (int64_t j = 0; j < half; ++j)
         for (int64_t t = 0; t < 2; ++t)
-          std::copy_n(w.data() + (h * hd + 2 * j + t) * in, in, r.data() + (h * hd + t * half + j) * in);
+          std::memcpy(r.data() + (h * hd + t * half + j) * row_bytes, w + (h * hd + 2 * j + t) * row_bytes,
+                      row_bytes);
     return r;
   }
 
  private:
   std::shared_ptr<GgufFile> file_;
+  WeightFormat weights_;
   std::set<std::string> used_;
   std::string arch_;
 };
@@ -232,10 +261,14 @@ std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
   const ComputeType ct = m.compute;
 
   const int64_t d = m.d_model, q_dim = m.n_heads * m.head_dim, kv_dim = m.n_kv_heads * m.head_dim;
-  TensorTaker take(file);
+  TensorTaker take(file, options.weights);
   take.set_arch(arch);
   TransformerWeights w;
-  set_embedding(w, file, take.take("token_embd.weight", {m.vocab_size, d}), m.vocab_size, d);
+  const GgufTensor& emb_t = take.take("token_embd.weight", {m.vocab_size, d});
+  if (take.want_q8(emb_t, d))
+    w.embedding_q8 = std::make_shared<const quant::LinearQ8>(take.q8(emb_t, m.vocab_size, d));
+  else
+    set_embedding(w, file, emb_t, m.vocab_size, d);
   for (int64_t i = 0; i < m.n_layers; ++i) {
     const std::string p = "blk." + std::to_string(i) + ".";
     LayerWeights L;
@@ -257,8 +290,11 @@ std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
   }
   w.final_norm = take.vector("output_norm.weight", d);
   const bool tied = !take.has("output.weight");  // llama.cpp ties the head to token_embd when output is absent
-  w.head = tied ? take.linear("token_embd.weight", m.vocab_size, d, ct)
-                : take.linear("output.weight", m.vocab_size, d, ct);
+  if (tied && w.embedding_q8)
+    w.head = MatMul(w.embedding_q8);  // one 8-bit copy for the table and the head
+  else
+    w.head = tied ? take.linear("token_embd.weight", m.vocab_size, d, ct)
+                  : take.linear("output.weight", m.vocab_size, d, ct);
   take.check_all_used();
 
   m.n_params = m.vocab_size * d * (tied ? 1 : 2) + d +

@@ -59,6 +59,9 @@ Expected<std::shared_ptr<Model>> Model::load(const std::string& path, const Load
   return capture([&]() -> std::shared_ptr<Model> {
     if (options.threads > 0) omp_set_num_threads(options.threads);
     if (is_gguf_file(path)) return load_gguf(path, options);
+    if (options.weights == WeightFormat::kQ8)
+      fail(path, ": 8-bit weights (WeightFormat::kQ8, --weights q8) need a GGUF file; convert the directory first: "
+                 "dllm convert -m DIR -o model-q8_0.gguf --type q8_0");
     auto checkpoint = std::make_unique<Checkpoint>(path);
     const Architecture& arch = find_architecture(*checkpoint);
     return arch.load(std::move(checkpoint), options);

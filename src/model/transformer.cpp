@@ -29,12 +29,48 @@ Transformer::Transformer(TransformerConfig config, std::unique_ptr<Checkpoint> c
       rope_(config_.info.head_dim, config_.rope_theta, 512) {}
 
 void Transformer::embed(std::span<const int32_t> tokens, float* out) const {
-  const TensorView& e = *weights_.embedding;
   const int64_t d = config_.info.d_model;
+  if (weights_.embedding_q8) {
+    for (size_t i = 0; i < tokens.size(); ++i) weights_.embedding_q8->dequantize_row(tokens[i], out + i * d);
+    return;
+  }
+  const TensorView& e = *weights_.embedding;
   const size_t row_bytes = static_cast<size_t>(d) * dtype_size(e.dtype);
   for (size_t i = 0; i < tokens.size(); ++i)
     convert_to_f32(e.dtype, e.data + static_cast<size_t>(tokens[i]) * row_bytes, out + i * d, static_cast<size_t>(d));
 }
+
+namespace {
+template <class F>
+void for_each_matrix(const TransformerWeights& w, F&& f) {
+  for (const auto& L : w.layers)
+    for (const MatMul* m : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) f(*m);
+  f(w.head);
+}
+}  // namespace
+
+size_t Transformer::weight_bytes() const {
+  size_t bytes = 0;
+  for_each_matrix(weights_, [&](const MatMul& m) { bytes += m.weight_bytes(); });
+  if (weights_.embedding_q8) {
+    if (!(weights_.head.is_q8() && weights_.head.q8() == weights_.embedding_q8))
+      bytes += weights_.embedding_q8->weight_bytes();
+  } else if (weights_.embedding) {
+    bytes += weights_.embedding->nbytes;
+  }
+  auto vec = [](const std::vector<float>& v) { return v.size() * sizeof(float); };
+  for (const auto& L : weights_.layers)
+    bytes += vec(L.attn_norm) + vec(L.ffn_norm) + vec(L.q_bias) + vec(L.k_bias) + vec(L.v_bias);
+  return bytes + vec(weights_.final_norm);
+}
+
+int64_t Transformer::q8_matrices() const {
+  int64_t n = 0;
+  for_each_matrix(weights_, [&](const MatMul& m) { n += m.is_q8(); });
+  return n;
+}
+
+int64_t Transformer::matrices() const { return static_cast<int64_t>(weights_.layers.size()) * 7 + 1; }
 
 Expected<std::vector<float>> Transformer::forward(const ForwardInput& input) {
   return capture([&] { return run(input); });

@@ -12,6 +12,7 @@
 #include "dllm/dllm.h"
 #include "io/checkpoint.h"
 #include "kernels/linear.h"
+#include "kernels/matmul.h"
 #include "kernels/ops.h"
 
 namespace dllm {
@@ -25,11 +26,12 @@ struct TransformerConfig {
 
 struct LayerWeights {
   std::vector<float> attn_norm, ffn_norm;  // (d_model)
-  Linear q, k, v;                          // (n_heads*hd, d), (n_kv_heads*hd, d), (n_kv_heads*hd, d)
+  // Each matrix is an f32/bf16 Linear or 8-bit Q8_0 weights (MatMul); the loaders assign either.
+  MatMul q, k, v;                          // (n_heads*hd, d), (n_kv_heads*hd, d), (n_kv_heads*hd, d)
   std::vector<float> q_bias, k_bias, v_bias;  // empty when the family has no qkv bias
-  Linear o;                                   // (d, n_heads*hd)
-  Linear gate, up;                            // (ffn_hidden, d)
-  Linear down;                                // (d, ffn_hidden)
+  MatMul o;                                   // (d, n_heads*hd)
+  MatMul gate, up;                            // (ffn_hidden, d)
+  MatMul down;                                // (d, ffn_hidden)
 };
 
 struct TransformerWeights {
@@ -37,9 +39,12 @@ struct TransformerWeights {
   // Set instead when the weights do not come from a file (random models for benchmarks).
   std::shared_ptr<TensorView> owned_embedding;
   std::shared_ptr<std::vector<uint8_t>> owned_embedding_data;
+  // Set instead of `embedding` when the table is kept in 8 bits (a Q8_0 token_embd loaded as kQ8); rows are
+  // dequantised on lookup. When the head is tied it is the same object as head.q8().
+  std::shared_ptr<const quant::LinearQ8> embedding_q8;
   std::vector<LayerWeights> layers;
   std::vector<float> final_norm;  // (d)
-  Linear head;                    // (vocab, d)
+  MatMul head;                    // (vocab, d)
 };
 
 class Transformer final : public Model {
@@ -47,6 +52,12 @@ class Transformer final : public Model {
   Transformer(TransformerConfig config, std::unique_ptr<Checkpoint> checkpoint, TransformerWeights weights);
   const ModelInfo& info() const override { return config_.info; }
   Expected<std::vector<float>> forward(const ForwardInput& input) override;
+  // Bytes of the weights as held at run time: matrices (f32 / bf16 / 8-bit), the embedding table (mapped or
+  // owned; counted once when it is the tied 8-bit head) and the norm / bias vectors.
+  size_t weight_bytes() const;
+  // Matrices held in 8 bits, of all matrices (the head included).
+  int64_t q8_matrices() const;
+  int64_t matrices() const;
 
  private:
   std::vector<float> run(const ForwardInput& input);

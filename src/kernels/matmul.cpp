@@ -1,0 +1,38 @@
+#include "kernels/matmul.h"
+
+#include "core/error.h"
+
+namespace dllm {
+
+MatMul::MatMul(std::shared_ptr<const quant::LinearQ8> q8) : impl_(std::move(q8)) {
+  if (!std::get<1>(impl_)) fail("MatMul: null 8-bit weights");
+}
+
+MatMul::MatMul(quant::LinearQ8 q8) : impl_(std::make_shared<const quant::LinearQ8>(std::move(q8))) {}
+
+template <class F>
+auto MatMul::with(F&& f) const {
+  if (const auto* l = std::get_if<Linear>(&impl_)) return f(*l);
+  return f(*std::get<1>(impl_));
+}
+
+void MatMul::forward(const float* x, int64_t rows, float* y, bool accumulate) const {
+  with([&](const auto& w) { w.forward(x, rows, y, accumulate); });
+}
+
+const std::shared_ptr<const quant::LinearQ8>& MatMul::q8() const {
+  if (!is_q8()) fail("MatMul: not 8-bit weights");
+  return std::get<1>(impl_);
+}
+
+int64_t MatMul::out_features() const {
+  return with([](const auto& w) { return w.out_features(); });
+}
+int64_t MatMul::in_features() const {
+  return with([](const auto& w) { return w.in_features(); });
+}
+size_t MatMul::weight_bytes() const {
+  return with([](const auto& w) { return w.weight_bytes(); });
+}
+
+}  // namespace dllm
