@@ -16,12 +16,12 @@ namespace dllm::quant {
 
 namespace {
 
-// (l0 + l4) + (l2 + l6) + ((l1 + l5) + (l3 + l7)), in this order (the reference repeats it).
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
+// The lane sums of 8 vectors at once (7 vhaddps): out[i] = ((v_i0 + v_i1) + (v_i2 + v_i3)) + ((v_i4 + v_i5) +
+// (v_i6 + v_i7)), in this order (the reference repeats it).
+inline __m256 hsum8(const __m256 v[8]) {
+  const __m256 q0 = _mm256_hadd_ps(_mm256_hadd_ps(v[0], v[1]), _mm256_hadd_ps(v[2], v[3]));
+  const __m256 q1 = _mm256_hadd_ps(_mm256_hadd_ps(v[4], v[5]), _mm256_hadd_ps(v[6], v[7]));
+  return _mm256_add_ps(_mm256_permute2f128_ps(q0, q1, 0x20), _mm256_permute2f128_ps(q0, q1, 0x31));
 }
 
 inline __m256i load32(const int8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
@@ -63,18 +63,23 @@ template <int RM, int RN>
 void tile(const int8_t* xq, const float* xd, const int8_t* wq, const float* wd, int64_t k, int64_t nb, float* y,
           int64_t ldy, bool accumulate) {
   __m256 acc[RM][RN];
+#pragma GCC unroll 4
   for (int r = 0; r < RM; ++r)
+#pragma GCC unroll 2
     for (int c = 0; c < RN; ++c) acc[r][c] = _mm256_setzero_ps();
   const __m256i ones = _mm256_set1_epi16(1);
   for (int64_t b = 0; b < nb; ++b) {
     __m256i w[RN], aw[RN];
+#pragma GCC unroll 2
     for (int c = 0; c < RN; ++c) {
       w[c] = load32(wq + c * k + b * kQK8_0);
       aw[c] = _mm256_sign_epi8(w[c], w[c]);
     }
+#pragma GCC unroll 4
     for (int r = 0; r < RM; ++r) {
       const __m256i xv = load32(xq + r * k + b * kQK8_0);
       const __m256 dx = _mm256_broadcast_ss(xd + r * nb + b);
+#pragma GCC unroll 2
       for (int c = 0; c < RN; ++c) {
         // |w| * sign(x, w) = w * x; pair sums of vpmaddubsw stay below 2 * 127 * 127 = 32258 (no saturation).
         const __m256i p16 = _mm256_maddubs_epi16(aw[c], _mm256_sign_epi8(xv, w[c]));
@@ -83,16 +88,21 @@ void tile(const int8_t* xq, const float* xd, const int8_t* wq, const float* wd, 
       }
     }
   }
+  __m256 all[8];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) all[i] = i < RM * RN ? acc[i / RN][i % RN] : _mm256_setzero_ps();
+  alignas(32) float sums[8];
+  _mm256_store_ps(sums, hsum8(all));
   for (int r = 0; r < RM; ++r)
     for (int c = 0; c < RN; ++c) {
       float& out = y[r * ldy + c];
-      out = accumulate ? out + hsum(acc[r][c]) : hsum(acc[r][c]);
+      out = accumulate ? out + sums[r * RN + c] : sums[r * RN + c];
     }
 }
 
 using TileFn = void (*)(const int8_t*, const float*, const int8_t*, const float*, int64_t, int64_t, float*, int64_t,
                         bool);
-constexpr int kRowTile = 4, kColTile = 2;
+constexpr int kRowTile = 4, kColTile = 2;  // kRowTile * kColTile <= 8 (hsum8)
 constexpr TileFn kTiles[kRowTile][kColTile] = {
     {tile<1, 1>, tile<1, 2>}, {tile<2, 1>, tile<2, 2>}, {tile<3, 1>, tile<3, 2>}, {tile<4, 1>, tile<4, 2>}};
 
@@ -157,9 +167,7 @@ void LinearQ8::forward_reference(const float* x, int64_t rows, float* y, bool ac
           lane[l] = std::fma(static_cast<float>(s), scale, lane[l]);
         }
       }
-      float a[4];
-      for (int l = 0; l < 4; ++l) a[l] = lane[l] + lane[l + 4];
-      const float h = (a[0] + a[2]) + (a[1] + a[3]);
+      const float h = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
       float& out = y[m * out_ + n];
       out = accumulate ? out + h : h;
     }
