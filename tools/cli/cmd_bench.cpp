@@ -160,6 +160,7 @@ void setup(CLI::App& app) {
                   "Compute logits only from this position on (generation skips the prompt)")
       ->capture_default_str();
   cmd->add_option("--repeat", o->repeat, "Timed forwards (the median is reported)")->capture_default_str();
+  add_weights_option(cmd);
   cmd->add_option("--dtype", o->dtype, "Matmul compute type: bf16 | f32")->capture_default_str();
   cmd->add_option("-t,--threads", o->threads, "Threads (0 = all cores)")->capture_default_str();
   cmd->add_flag("--json", o->json, "Print the results as one JSON object");

@@ -153,6 +153,7 @@ void setup(CLI::App& app) {
   cmd->add_flag("--confidence-eos-eot-inf", o->params.confidence_eos_eot_inf,
                 "Exclude EOT (and EOS at temperature 0) from the confidence (LLaDA confidence_eos_eot_inf)");
   add_denoise_flags(cmd, o->params, o->denoise);
+  add_weights_option(cmd);
   cmd->add_option("--dtype", o->dtype, "Matmul compute type: bf16 (fast; f32 where the CPU lacks bf16) | f32 (exact)")
       ->capture_default_str();
   cmd->add_option("-t,--threads", o->threads, "Threads (0 = all cores)")->capture_default_str();

@@ -8,7 +8,10 @@
 #include <cstdio>
 #include <sstream>
 
+#include <CLI/CLI.hpp>
+
 #include "core/error.h"
+#include "model/transformer.h"
 
 namespace dllm::cli {
 
@@ -44,6 +47,27 @@ ComputeType parse_dtype(const std::string& name) {
 
 std::string dtype_label(ComputeType t) { return t == ComputeType::kBF16 ? "bf16" : "f32"; }
 
+namespace {
+std::string& weights_flag() {
+  static std::string value = "auto";
+  return value;
+}
+}  // namespace
+
+WeightFormat parse_weights(const std::string& name) {
+  if (name == "auto") return WeightFormat::kAuto;
+  if (name == "f32") return WeightFormat::kDequantize;
+  if (name == "q8") return WeightFormat::kQ8;
+  fail("--weights: '", name, "' is not one of auto, f32, q8");
+}
+
+void add_weights_option(CLI::App* cmd) {
+  cmd->add_option("--weights", weights_flag(),
+                  "GGUF weight matrices at run time: auto (quantized files in 8 bits, others as --dtype) | f32 "
+                  "(dequantised at load to --dtype) | q8 (all in 8 bits, Q8_0)")
+      ->capture_default_str();
+}
+
 std::shared_ptr<Model> load_model_or_throw(const std::string& path, ComputeType compute, int threads, bool quiet) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
@@ -53,6 +77,7 @@ std::shared_ptr<Model> load_model_or_throw(const std::string& path, ComputeType 
   LoadOptions o;
   o.compute = compute;
   o.threads = threads;
+  o.weights = parse_weights(weights_flag());
   const auto t0 = std::chrono::steady_clock::now();
   auto model = Model::load(path, o).value();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -63,6 +88,10 @@ std::shared_ptr<Model> load_model_or_throw(const std::string& path, ComputeType 
                  static_cast<long long>(i.d_model), static_cast<long long>(i.vocab_size),
                  dtype_label(i.compute).c_str(),
                  i.compute != compute ? " (bf16 matmul not supported by this CPU)" : "", omp_get_max_threads(), secs);
+    if (const auto* t = dynamic_cast<const Transformer*>(model.get()))
+      std::fprintf(stderr, "dllm: weights %.1f MB, %lld of %lld matrices in 8 bits (--weights %s)\n",
+                   t->weight_bytes() / 1e6, static_cast<long long>(t->q8_matrices()),
+                   static_cast<long long>(t->matrices()), weights_flag().c_str());
   }
   return model;
 }

@@ -7,6 +7,10 @@
 
 #include "dllm/dllm.h"
 
+namespace CLI {
+class App;
+}
+
 namespace dllm::cli {
 
 // The model `dllm` uses when -m is not given: the demo model shipped in the repository.
@@ -15,6 +19,9 @@ std::string default_model_path();
 std::vector<int32_t> parse_ids(const std::string& text);
 ComputeType parse_dtype(const std::string& name);  // "f32" | "bf16"
 std::string dtype_label(ComputeType t);
+WeightFormat parse_weights(const std::string& name);  // "auto" | "f32" | "q8"
+// Registers --weights on a subcommand (generate, bench, serve); load_model_or_throw loads with its value.
+void add_weights_option(CLI::App* cmd);
 // Loads and prints one line about the model to stderr unless quiet.
 std::shared_ptr<Model> load_model_or_throw(const std::string& path, ComputeType compute, int threads, bool quiet);
 bool stderr_is_terminal();
