@@ -2,12 +2,14 @@
 
 #include <cblas.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/gemm_small_m.h"
 #include "kernels/onednn.h"
 #include "kernels/profile.h"
 
@@ -58,29 +60,54 @@ MatmulBackend f32_matmul_backend() {
 const char* matmul_backend_name(MatmulBackend b) { return b == MatmulBackend::kOneDnn ? "oneDNN" : "OpenBLAS"; }
 
 ComputeType effective_compute(ComputeType requested) {
-  return requested == ComputeType::kBF16 && !bf16_matmul_supported() ? ComputeType::kF32 : requested;
+  // kBF16 always means bf16 weights; where the CPU has no bf16 matmul the products run in f32 on those weights
+  // (Linear below), which keeps the memory and bandwidth savings.
+  return requested;
 }
 
 struct Linear::Impl {
   MatmulBackend backend = MatmulBackend::kOneDnn;
-  std::vector<float> weight_rows;  // OpenBLAS: the [N, K] weight as f32, row-major (used as Bᵀ by sgemm)
-  memory::desc weight_md;  // oneDNN: [K, N] in its blocked layout
+  // OpenBLAS backend: the [N, K] weight, row-major, stored as f32, bf16 or f16.
+  DType storage = DType::kF32;
+  std::vector<float> weight_f32;
+  std::vector<uint16_t> weight_16;
+  mutable std::vector<float> panel;  // 16-bit weights widened to f32, one panel of rows at a time, for sgemm
+  // oneDNN backend: [K, N] in its blocked layout, and a primitive per (rows, accumulate).
+  memory::desc weight_md;
   memory weight;
   mutable std::mutex mutex;
   struct Prim {
     dnnl::matmul matmul;
     memory::desc src_md, dst_md;
   };
-  mutable std::map<std::pair<int64_t, bool>, Prim> by_rows;  // (rows, accumulate) -> primitive
+  mutable std::map<std::pair<int64_t, bool>, Prim> by_rows;
   mutable std::vector<uint16_t> bf16_scratch;
+
+  const void* weight_rows() const {
+    return storage == DType::kF32 ? static_cast<const void*>(weight_f32.data()) : weight_16.data();
+  }
 };
 
 Linear::Linear(const void* weight, DType stored, int64_t out_features, int64_t in_features, ComputeType compute)
-    : impl_(std::make_unique<Impl>()), out_(out_features), in_(in_features), compute_(effective_compute(compute)) {
-  if (compute_ == ComputeType::kF32 && f32_matmul_backend() == MatmulBackend::kOpenBlas) {
+    : impl_(std::make_unique<Impl>()), out_(out_features), in_(in_features), compute_(compute) {
+  const bool onednn = compute_ == ComputeType::kBF16 ? bf16_matmul_supported()
+                                                     : f32_matmul_backend() == MatmulBackend::kOneDnn;
+  const size_t count = static_cast<size_t>(out_ * in_);
+  if (!onednn) {
     impl_->backend = MatmulBackend::kOpenBlas;
-    impl_->weight_rows.resize(static_cast<size_t>(out_ * in_));
-    convert_to_f32(stored, weight, impl_->weight_rows.data(), impl_->weight_rows.size());
+    if (compute_ == ComputeType::kF32) {
+      impl_->storage = DType::kF32;
+      impl_->weight_f32.resize(count);
+      convert_to_f32(stored, weight, impl_->weight_f32.data(), count);
+    } else if (stored == DType::kF32) {
+      impl_->storage = DType::kBF16;
+      impl_->weight_16.resize(count);
+      convert_f32_to_bf16(static_cast<const float*>(weight), impl_->weight_16.data(), count);
+    } else {  // bf16 or f16 stay as they are: both widen to f32 exactly
+      impl_->storage = stored;
+      impl_->weight_16.resize(count);
+      std::memcpy(impl_->weight_16.data(), weight, count * sizeof(uint16_t));
+    }
     return;
   }
   auto& eng = onednn_engine();
@@ -98,7 +125,7 @@ Linear::Linear(const void* weight, DType stored, int64_t out_features, int64_t i
   DT stored_dt = DT::f32;
   const void* src_ptr = weight;
   if (stored == DType::kF16) {
-    staged.resize(static_cast<size_t>(out_ * in_));
+    staged.resize(count);
     convert_to_f32(stored, weight, staged.data(), staged.size());
     src_ptr = staged.data();
   } else {
@@ -116,19 +143,50 @@ Linear& Linear::operator=(Linear&&) noexcept = default;
 
 size_t Linear::weight_bytes() const {
   if (!impl_) return 0;
-  return impl_->backend == MatmulBackend::kOpenBlas ? impl_->weight_rows.size() * sizeof(float)
-                                                     : impl_->weight_md.get_size();
+  return impl_->backend == MatmulBackend::kOpenBlas
+             ? impl_->weight_f32.size() * sizeof(float) + impl_->weight_16.size() * sizeof(uint16_t)
+             : impl_->weight_md.get_size();
+}
+
+DType Linear::weight_storage() const {
+  if (!impl_) return DType::kF32;
+  if (impl_->backend == MatmulBackend::kOpenBlas) return impl_->storage;
+  return compute_ == ComputeType::kBF16 ? DType::kBF16 : DType::kF32;
+}
+
+void Linear::forward_openblas(const float* x, int64_t rows, float* y, bool accumulate) const {
+  Impl& im = *impl_;
+  if (rows <= kSmallMaxRows) {
+    gemm_small_m(x, rows, im.weight_rows(), im.storage, out_, in_, y, accumulate);
+    return;
+  }
+  const auto m = static_cast<blasint>(rows), k = static_cast<blasint>(in_), ldy = static_cast<blasint>(out_);
+  const float beta = accumulate ? 1.0f : 0.0f;
+  if (im.storage == DType::kF32) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, ldy, k, 1.0f, x, k, im.weight_f32.data(), k, beta, y,
+                ldy);
+    return;
+  }
+  // 16-bit weights: widen a panel of rows (~16 MB of f32) and multiply it; the widening streams the panel once
+  // while sgemm reuses each of its elements `rows` times.
+  const int64_t panel_rows = std::max<int64_t>(64, (int64_t{4} << 20) / in_);
+  std::lock_guard<std::mutex> lock(im.mutex);
+  im.panel.resize(static_cast<size_t>(std::min(panel_rows, out_) * in_));
+  for (int64_t n0 = 0; n0 < out_; n0 += panel_rows) {
+    const int64_t n1 = std::min(out_, n0 + panel_rows);
+    const uint16_t* src = im.weight_16.data() + n0 * in_;
+#pragma omp parallel for schedule(static)
+    for (int64_t r = n0; r < n1; ++r)
+      convert_to_f32(im.storage, src + (r - n0) * in_, im.panel.data() + (r - n0) * in_, static_cast<size_t>(in_));
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, static_cast<blasint>(n1 - n0), k, 1.0f, x, k,
+                im.panel.data(), k, beta, y + n0, ldy);
+  }
 }
 
 void Linear::forward(const float* x, int64_t rows, float* y, bool accumulate) const {
   if (rows <= 0) return;
   ScopedKernelTimer timer(KernelKind::kMatmul);
-  if (impl_->backend == MatmulBackend::kOpenBlas) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(rows), static_cast<blasint>(out_),
-                static_cast<blasint>(in_), 1.0f, x, static_cast<blasint>(in_), impl_->weight_rows.data(),
-                static_cast<blasint>(in_), accumulate ? 1.0f : 0.0f, y, static_cast<blasint>(out_));
-    return;
-  }
+  if (impl_->backend == MatmulBackend::kOpenBlas) return forward_openblas(x, rows, y, accumulate);
   auto& eng = onednn_engine();
   std::lock_guard<std::mutex> lock(impl_->mutex);
   auto key = std::make_pair(rows, accumulate);

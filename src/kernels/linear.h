@@ -2,7 +2,9 @@
 // at load, into the blocked layout its kernels want, or OpenBLAS's sgemm for f32 on CPUs without AVX-512.
 // Two compute types:
 //   kF32  - f32 weights and activations (the exact path the golden tests use);
-//   kBF16 - bf16 weights and activations, f32 accumulation and output (vdpbf16ps; the fast path).
+//   kBF16 - bf16 weights and activations, f32 accumulation and output (vdpbf16ps; the fast path). On CPUs
+//           without a bf16 matmul the weights stay bf16 (or f16 when stored so) and the products run in f32
+//           on them: half the memory and bandwidth of f32, with f32 activations.
 #pragma once
 
 #include <cstdint>
@@ -16,12 +18,12 @@
 
 namespace dllm {
 
-// bf16 matmuls need AVX512_BF16 (or AMX) in oneDNN; elsewhere the fast path falls back to f32 compute.
+// bf16 matmuls need AVX512_BF16 (or AMX) in oneDNN; elsewhere kBF16 means bf16 weights with f32 products.
 bool bf16_matmul_supported();
 ComputeType effective_compute(ComputeType requested);
 
-// Who runs f32 matmuls: oneDNN where it has AVX-512 kernels, OpenBLAS's sgemm elsewhere. DLLM_MATMUL=onednn|openblas
-// overrides the choice (for side-by-side timing).
+// Who runs matmuls without bf16 hardware: oneDNN where it has AVX-512 kernels, otherwise OpenBLAS's sgemm (plus
+// our small-row kernel, gemm_small_m.h). DLLM_MATMUL=onednn|openblas overrides the choice (for A/B timing).
 enum class MatmulBackend { kOneDnn, kOpenBlas };
 MatmulBackend f32_matmul_backend();
 const char* matmul_backend_name(MatmulBackend b);
@@ -42,8 +44,10 @@ class Linear {
   int64_t in_features() const { return in_; }
   ComputeType compute() const { return compute_; }
   size_t weight_bytes() const;
+  DType weight_storage() const;  // how the weight is held: f32, or 16-bit for the bf16 compute type
 
  private:
+  void forward_openblas(const float* x, int64_t rows, float* y, bool accumulate) const;
   struct Impl;
   std::unique_ptr<Impl> impl_;
   int64_t out_ = 0, in_ = 0;

@@ -5,6 +5,7 @@
 #include <random>
 
 #include "core/dtype.h"
+#include "kernels/gemm_small_m.h"
 #include "kernels/linear.h"
 #include "kernels/ops.h"
 #include "kernels/ref/reference.h"
@@ -94,6 +95,65 @@ TEST_P(LinearTest, F16StoredWeights) {
 INSTANTIATE_TEST_SUITE_P(Shapes, LinearTest,
                          ::testing::Values(MatmulCase{1, 64, 128}, MatmulCase{7, 33, 65}, MatmulCase{32, 384, 128},
                                            MatmulCase{300, 96, 256}));
+
+// Weights in each storage type, widened exactly: the reference multiplies the widened values.
+struct StoredWeights {
+  std::vector<uint16_t> bits;  // bf16 / f16
+  std::vector<float> values;   // what the kernel must multiply by
+  const void* data(DType t, const std::vector<float>& f32) const {
+    return t == DType::kF32 ? static_cast<const void*>(f32.data()) : bits.data();
+  }
+};
+
+StoredWeights store_as(DType t, const std::vector<float>& w) {
+  StoredWeights s;
+  s.values = w;
+  if (t == DType::kF32) return s;
+  s.bits.resize(w.size());
+  for (size_t i = 0; i < w.size(); ++i) s.bits[i] = t == DType::kBF16 ? f32_to_bf16(w[i]) : f32_to_f16(w[i]);
+  convert_to_f32(t, s.bits.data(), s.values.data(), w.size());
+  return s;
+}
+
+// The small-row kernel over ragged shapes (n not a multiple of its 4-row strips, k not a multiple of 8 or of its
+// K-block), every row count it takes, every storage type, with and without accumulation.
+TEST(Kernels, SmallRowGemmMatchesReference) {
+  for (DType t : {DType::kF32, DType::kBF16, DType::kF16}) {
+    for (int64_t m : {1, 2, 3, 8, 15, 16}) {
+      for (auto [n, k] : {std::pair<int64_t, int64_t>{7, 13}, {64, 1100}, {37, 520}}) {
+        auto x = random_values(m * k, 1.0f, 20 + m), w = random_values(n * k, 0.05f, 21 + n);
+        const StoredWeights sw = store_as(t, w);
+        std::vector<float> want(m * n), got(m * n, 0.0f);
+        ref::matmul(x.data(), sw.values.data(), m, n, k, want.data());
+        gemm_small_m(x.data(), m, sw.data(t, w), t, n, k, got.data(), false);
+        EXPECT_LT(relative_error(got, want), 1e-5f) << dtype_name(t) << " m=" << m << " n=" << n << " k=" << k;
+        auto base = random_values(m * n, 1.0f, 22);
+        got = base;
+        for (size_t i = 0; i < want.size(); ++i) want[i] += base[i];
+        gemm_small_m(x.data(), m, sw.data(t, w), t, n, k, got.data(), true);
+        EXPECT_LT(relative_error(got, want), 1e-5f) << "accumulate " << dtype_name(t) << " m=" << m;
+      }
+    }
+  }
+}
+
+// 16-bit weights with many rows go through sgemm one widened panel at a time: a K this large makes the panel
+// 64 rows, so n = 150 needs three panels, the last one partial.
+TEST(Kernels, Bf16WeightsManyRowsAcrossPanels) {
+  const int64_t m = 20, n = 150, k = 65536;
+  auto x = random_values(m * k, 1.0f, 30), w = random_values(n * k, 0.05f, 31);
+  const StoredWeights sw = store_as(DType::kBF16, w);
+  std::vector<float> want(m * n), got(m * n);
+  ref::matmul(x.data(), sw.values.data(), m, n, k, want.data());
+  Linear lin(sw.bits.data(), DType::kBF16, n, k, ComputeType::kBF16);
+  lin.forward(x.data(), m, got.data());
+  const float tol = bf16_matmul_supported() ? 2e-2f : 1e-5f;  // bf16 activations only with bf16 hardware
+  EXPECT_LT(relative_error(got, want), tol);
+  if (!bf16_matmul_supported()) {  // the weights stay 16-bit: half the memory of f32
+    EXPECT_EQ(lin.weight_storage(), DType::kBF16);
+    EXPECT_EQ(lin.weight_bytes(), static_cast<size_t>(n * k) * 2);
+  }
+}
 
 TEST(Kernels, RmsNormMatchesReference) {
   const int64_t rows = 5, dim = 257;

@@ -11,6 +11,7 @@
 #include "command.h"
 #include "common.h"
 #include "core/error.h"
+#include "kernels/linear.h"
 #include "kernels/peak.h"
 #include "kernels/profile.h"
 #include "model/random_model.h"
@@ -89,7 +90,9 @@ void run_bench(const BenchOptions& o) {
   KernelProfile::enabled = false;
   peak_f32 = std::max(peak_f32, measure_f32_fma_peak_gflops(0.5));
   // vdpbf16ps does two multiply-adds per f32 lane: the bf16 peak is twice the f32 FMA peak where it exists.
-  const double peak = mi.compute == ComputeType::kBF16 ? 2 * peak_f32 : peak_f32;
+  // Without bf16 hardware, bf16 weights are multiplied in f32: the f32 FMA peak applies.
+  const bool bf16_math = mi.compute == ComputeType::kBF16 && bf16_matmul_supported();
+  const double peak = bf16_math ? 2 * peak_f32 : peak_f32;
   const double t = median(times);
   const FlopCount flops = count_flops(mi, o.batch, o.tokens, o.logits_from);
   const double gflops = flops.total() / t / 1e9;
@@ -108,6 +111,9 @@ void run_bench(const BenchOptions& o) {
   if (o.json) {
     nlohmann::json out = {{"model", mi.path},
                           {"compute", dtype_label(mi.compute)},
+                          {"weights", dtype_label(mi.compute)},
+                          {"products", bf16_math ? "bf16" : "f32"},
+                          {"matmul_backend", bf16_math ? "oneDNN" : matmul_backend_name(f32_matmul_backend())},
                           {"threads", omp_get_max_threads()},
                           {"layers", mi.n_layers},
                           {"batch", o.batch},
@@ -133,11 +139,13 @@ void run_bench(const BenchOptions& o) {
               static_cast<long long>(o.batch), static_cast<long long>(o.tokens),
               static_cast<long long>(o.tokens - o.logits_from), dtype_label(mi.compute).c_str(),
               omp_get_max_threads());
+  std::printf("matmul     %s weights, %s products, on %s\n", dtype_label(mi.compute).c_str(), bf16_math ? "bf16" : "f32",
+              bf16_math ? "oneDNN" : matmul_backend_name(f32_matmul_backend()));
   std::printf("time       %.4f s median of %d (min %.4f, max %.4f)\n", t, o.repeat,
               *std::min_element(times.begin(), times.end()), *std::max_element(times.begin(), times.end()));
   std::printf("speed      %.1f tokens/s, %.1f GFLOP/s (%.2f GFLOP per forward)\n", tok_s, gflops, flops.total() / 1e9);
   std::printf("peak       %.1f GFLOP/s %s (measured f32 FMA peak %.1f) -> %.1f%% of peak end to end\n", peak,
-              mi.compute == ComputeType::kBF16 ? "bf16 (2x f32 FMA)" : "f32 FMA", peak_f32, 100 * gflops / peak);
+              bf16_math ? "bf16 (2x f32 FMA)" : "f32 FMA", peak_f32, 100 * gflops / peak);
   std::printf("matmuls    %.1f GFLOP/s inside the matmul kernels (%.1f%% of peak)\n", matmul_gflops,
               100 * matmul_gflops / peak);
   std::printf("breakdown ");
