@@ -128,6 +128,28 @@ TEST(GgufQ8Weights, WeightMemoryIs8Bit) {
   }
 }
 
+// A tied head (no output.weight): the 8-bit token_embd is the embedding table and the head, one copy.
+TEST(GgufQ8Weights, TiedHeadSharesThe8BitEmbedding) {
+  const std::string path = test::temp_path("llada_q8_0_tied.gguf");
+  test::rewrite_gguf(test::data_path("gguf/llada_tiny_q8_0.gguf"), path,
+                     [](GgufWriter&, std::vector<test::TensorCopy>& ts) {
+                       std::erase_if(ts, [](const test::TensorCopy& t) { return t.name == "output.weight"; });
+                     });
+  auto tied = load(path, WeightFormat::kQ8);
+  auto tied_dq = load(path, WeightFormat::kDequantize);
+  auto untied = load_data("gguf/llada_tiny_q8_0.gguf", WeightFormat::kQ8);
+  std::filesystem::remove(path);
+  ASSERT_TRUE(tied && tied_dq && untied);
+  const ModelInfo& m = tied->info();
+  EXPECT_EQ(tf(tied).q8_matrices(), tf(tied).matrices());
+  EXPECT_EQ(tf(untied).weight_bytes() - tf(tied).weight_bytes(), static_cast<size_t>(m.vocab_size * m.d_model * 9 / 8));
+  for (const auto& ids : forward_ids("llada_tiny_f32")) {
+    const Diff d = compare(logits(*tied, ids), logits(*tied_dq, ids), m.vocab_size);
+    EXPECT_LT(d.rel_rms, 0.05);
+    EXPECT_GE(d.top1, 0.9);
+  }
+}
+
 // Each output element is computed by one thread in a fixed order: the same bits for any thread count and run.
 TEST(GgufQ8Weights, DeterministicAcrossRunsAndThreads) {
   auto q8 = load_data("gguf/llada_tiny_q8_0.gguf", WeightFormat::kQ8);
