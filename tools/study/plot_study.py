@@ -48,7 +48,7 @@ def main():
     ax.set_ylabel("exact-token accuracy on held-out span (%)")
     ax.set_title(f"{d['model']}: span {g['span']} in {d['window']}-token held-out windows, "
                  f"{g['windows']} windows ({g['tokens']} tokens), {d['threads']} thread(s)", fontsize=9)
-    ax.legend(fontsize=6, loc="best", ncol=2)
+    ax.legend(fontsize=6, loc="lower right", ncol=2)
     ax.grid(alpha=0.3, which="both")
     fig.tight_layout()
     fig.savefig(dst)
