@@ -12,6 +12,7 @@ PACKAGES=(
   libpcre2-dev          # tokenizer pre-tokenizer regexes (JIT)
   libcpp-httplib-dev    # the HTTP server
   libgtest-dev libgmock-dev
+  libbenchmark-dev      # kernel microbenchmarks (bench/micro)
   curl chromium         # server end-to-end tests: curl, headless browser (tests/server)
 )
 # Node.js + npm for the openai client and playwright-core: use the machine's own when present (a NodeSource

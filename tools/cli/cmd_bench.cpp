@@ -15,6 +15,7 @@
 #include "kernels/peak.h"
 #include "kernels/profile.h"
 #include "model/random_model.h"
+#include "model/transformer.h"
 
 namespace dllm::cli {
 namespace {
@@ -67,12 +68,13 @@ void run_bench(const BenchOptions& o) {
     model = make_random_model(find_shape(o.shape), o.layers, requested, 1234);
   }
   const ModelInfo& mi = model->info();
-  // The VM's clock and share of the host vary from second to second: measure the peak before and after the timed
-  // forwards and use the higher reading, so that a slow moment does not inflate the fractions.
+  // The VM's clock and share of the host vary from second to second: measure the peak before and after the
+  // timed forwards and use the higher reading, so that a slow moment does not inflate the fractions.
   double peak_f32 = measure_f32_fma_peak_gflops(0.5);
 
   std::vector<int32_t> tokens(static_cast<size_t>(o.batch * o.tokens));
-  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 7919 + 13) % mi.vocab_size);
+  for (size_t i = 0; i < tokens.size(); ++i)
+    tokens[i] = static_cast<int32_t>((i * 7919 + 13) % mi.vocab_size);
   ForwardInput in;
   in.tokens = tokens;
   in.batch = o.batch;
@@ -108,12 +110,28 @@ void run_bench(const BenchOptions& o) {
   breakdown["rest (embedding, glue)"] = std::max(0.0, 1.0 - kernel_sum / total_measured);
   const double matmul_gflops = (flops.linear + flops.head) / (KernelProfile::seconds[0] / o.repeat) / 1e9;
 
+  // How the matrices are held and who multiplies them: GGUF weights may run in 8 bits (all or some matrices).
+  const auto* transformer = dynamic_cast<const Transformer*>(model.get());
+  const int64_t q8 = transformer ? transformer->q8_matrices() : 0;
+  const int64_t matrices = transformer ? transformer->matrices() : 0;
+  std::string weights = dtype_label(mi.compute);
+  std::string backend = bf16_math ? "oneDNN" : matmul_backend_name(f32_matmul_backend());
+  if (q8 > 0 && q8 == matrices) {
+    weights = "8-bit Q8_0";
+    backend = "LinearQ8 (AVX2 int8)";
+  } else if (q8 > 0) {
+    weights += " + 8-bit Q8_0 (" + std::to_string(q8) + " of " + std::to_string(matrices) + " matrices)";
+    backend += " + LinearQ8 (AVX2 int8)";
+  }
+  const std::string products = q8 == matrices && q8 > 0 ? "int8" : bf16_math ? "bf16" : "f32";
+
   if (o.json) {
     nlohmann::json out = {{"model", mi.path},
                           {"compute", dtype_label(mi.compute)},
-                          {"weights", dtype_label(mi.compute)},
-                          {"products", bf16_math ? "bf16" : "f32"},
-                          {"matmul_backend", bf16_math ? "oneDNN" : matmul_backend_name(f32_matmul_backend())},
+                          {"weights", weights},
+                          {"q8_matrices", q8},
+                          {"products", products},
+                          {"matmul_backend", backend},
                           {"threads", omp_get_max_threads()},
                           {"layers", mi.n_layers},
                           {"batch", o.batch},
@@ -133,17 +151,19 @@ void run_bench(const BenchOptions& o) {
     return;
   }
   std::printf("model      %s (%s, %lld layers, d=%lld, ffn=%lld, vocab %lld)\n", mi.path.c_str(),
-              mi.architecture.c_str(), static_cast<long long>(mi.n_layers), static_cast<long long>(mi.d_model),
-              static_cast<long long>(mi.ffn_hidden), static_cast<long long>(mi.vocab_size));
+              mi.architecture.c_str(), static_cast<long long>(mi.n_layers),
+              static_cast<long long>(mi.d_model), static_cast<long long>(mi.ffn_hidden),
+              static_cast<long long>(mi.vocab_size));
   std::printf("forward    batch %lld x %lld tokens, logits for %lld positions, compute %s, %d threads\n",
               static_cast<long long>(o.batch), static_cast<long long>(o.tokens),
               static_cast<long long>(o.tokens - o.logits_from), dtype_label(mi.compute).c_str(),
               omp_get_max_threads());
-  std::printf("matmul     %s weights, %s products, on %s\n", dtype_label(mi.compute).c_str(), bf16_math ? "bf16" : "f32",
-              bf16_math ? "oneDNN" : matmul_backend_name(f32_matmul_backend()));
+  std::printf("matmul     %s weights, %s products, on %s\n", weights.c_str(), products.c_str(),
+              backend.c_str());
   std::printf("time       %.4f s median of %d (min %.4f, max %.4f)\n", t, o.repeat,
               *std::min_element(times.begin(), times.end()), *std::max_element(times.begin(), times.end()));
-  std::printf("speed      %.1f tokens/s, %.1f GFLOP/s (%.2f GFLOP per forward)\n", tok_s, gflops, flops.total() / 1e9);
+  std::printf("speed      %.1f tokens/s, %.1f GFLOP/s (%.2f GFLOP per forward)\n", tok_s, gflops,
+              flops.total() / 1e9);
   std::printf("peak       %.1f GFLOP/s %s (measured f32 FMA peak %.1f) -> %.1f%% of peak end to end\n", peak,
               bf16_math ? "bf16 (2x f32 FMA)" : "f32 FMA", peak_f32, 100 * gflops / peak);
   std::printf("matmuls    %.1f GFLOP/s inside the matmul kernels (%.1f%% of peak)\n", matmul_gflops,
@@ -156,12 +176,14 @@ void run_bench(const BenchOptions& o) {
 
 void setup(CLI::App& app) {
   auto o = std::make_shared<BenchOptions>();
-  auto* cmd = app.add_subcommand("bench", "Time forward passes: tokens/s, GFLOP/s and % of this machine's peak");
+  auto* cmd =
+      app.add_subcommand("bench", "Time forward passes: tokens/s, GFLOP/s and % of this machine's peak");
   cmd->add_option("-m,--model", o->model, "Model directory");
   std::string shapes;
   for (const auto& s : known_shapes()) shapes += (shapes.empty() ? "" : ", ") + s.name;
   cmd->add_option("--shape", o->shape, "Random model of a named shape instead of -m: " + shapes);
-  cmd->add_option("--layers", o->layers, "With --shape: number of layers (0 = the shape's own)")->capture_default_str();
+  cmd->add_option("--layers", o->layers, "With --shape: number of layers (0 = the shape's own)")
+      ->capture_default_str();
   cmd->add_option("--tokens", o->tokens, "Sequence length of each forward")->capture_default_str();
   cmd->add_option("--batch", o->batch, "Rows per forward")->capture_default_str();
   cmd->add_option("--logits-from", o->logits_from,
@@ -169,7 +191,7 @@ void setup(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--repeat", o->repeat, "Timed forwards (the median is reported)")->capture_default_str();
   add_weights_option(cmd);
-  cmd->add_option("--dtype", o->dtype, "Matmul compute type: bf16 | f32")->capture_default_str();
+  cmd->add_option("--dtype", o->dtype, kDtypeHelp)->capture_default_str();
   cmd->add_option("-t,--threads", o->threads, "Threads (0 = all cores)")->capture_default_str();
   cmd->add_flag("--json", o->json, "Print the results as one JSON object");
   cmd->callback([o] { run_bench(*o); });

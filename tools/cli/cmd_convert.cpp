@@ -1,5 +1,6 @@
-// `dllm convert`: write a Hugging Face LLaDA / Dream directory as a GGUF file that llama.cpp and dllm both load.
-// `dllm quant-eval`: measure what quantized weights cost (KL divergence, top-1 agreement on masked positions).
+// `dllm convert`: write a Hugging Face LLaDA / Dream directory as a GGUF file that llama.cpp and dllm both
+// load. `dllm quant-eval`: measure what quantized weights cost (KL divergence, top-1 agreement on masked
+// positions).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -23,17 +24,19 @@ void run_convert(const ConvertOptions& o) {
   auto bar = [&](const ConvertProgress& p) {
     if (o.quiet) return;
     constexpr int kWidth = 30;
-    const double frac = p.total_bytes ? static_cast<double>(p.bytes) / static_cast<double>(p.total_bytes) : 1.0;
+    const double frac =
+        p.total_bytes ? static_cast<double>(p.bytes) / static_cast<double>(p.total_bytes) : 1.0;
     const int fill = static_cast<int>(frac * kWidth);
-    std::fprintf(stderr, "\r[%.*s%*s] %3d%% %zu/%zu tensors %-28.28s", fill, "==============================",
-                 kWidth - fill, "", static_cast<int>(frac * 100), p.tensor, p.tensors, p.name.c_str());
+    std::fprintf(stderr, "\r[%.*s%*s] %3d%% %zu/%zu tensors %-28.28s", fill,
+                 "==============================", kWidth - fill, "", static_cast<int>(frac * 100), p.tensor,
+                 p.tensors, p.name.c_str());
     std::fflush(stderr);
   };
   const ConvertResult r = convert_hf_to_gguf(o.model, o.out, type, bar);
   if (!o.quiet) {
     std::fprintf(stderr, "\n");
-    std::fprintf(stderr, "dllm: wrote %s (%s, %zu tensors, %.1f MB, type %s", o.out.c_str(), r.architecture.c_str(),
-                 r.tensors, static_cast<double>(r.bytes) / 1e6, o.type.c_str());
+    std::fprintf(stderr, "dllm: wrote %s (%s, %zu tensors, %.1f MB, type %s", o.out.c_str(),
+                 r.architecture.c_str(), r.tensors, static_cast<double>(r.bytes) / 1e6, o.type.c_str());
     if (r.fallback_tensors)
       std::fprintf(stderr, "; %zu weights in a fallback type: rows not a multiple of the block size",
                    r.fallback_tensors);
@@ -43,12 +46,14 @@ void run_convert(const ConvertOptions& o) {
 
 void setup(CLI::App& app) {
   auto o = std::make_shared<ConvertOptions>();
-  auto* cmd = app.add_subcommand("convert", "Convert a Hugging Face model directory to GGUF (llama.cpp layout)");
+  auto* cmd =
+      app.add_subcommand("convert", "Convert a Hugging Face model directory to GGUF (llama.cpp layout)");
   cmd->add_option("-m,--model", o->model, "Model directory (Hugging Face layout)")->required();
   cmd->add_option("-o,--out", o->out, "Output .gguf file")->required();
-  cmd->add_option("--type", o->type,
-                  "Type of the 2-D weights: f32 | f16 | bf16 | q8_0 | q4_0 | q4_k | q6_k (norms stay f32; rows that "
-                  "are not whole blocks fall back: q4_k -> q4_0 -> f16, q8_0 / q6_k -> f16)")
+  cmd->add_option(
+         "--type", o->type,
+         "Type of the 2-D weights: f32 | f16 | bf16 | q8_0 | q4_0 | q4_k | q6_k (norms stay f32; rows that "
+         "are not whole blocks fall back: q4_k -> q4_0 -> f16, q8_0 / q6_k -> f16)")
       ->capture_default_str();
   cmd->add_flag("-q,--quiet", o->quiet, "No progress bar");
   cmd->callback([o] { run_convert(*o); });
@@ -56,10 +61,11 @@ void setup(CLI::App& app) {
 
 RegisterCommand registration("convert", setup);
 
-// `dllm quant-eval`: how far quantized weights move the model, llama.cpp style (its KL-divergence statistics), on
-// what a diffusion model predicts: masked positions. Sequences of random tokens with a fraction masked run through
-// the reference and each quantized model; per masked position, KL(P_ref || P_quant) of the softmax distributions
-// and whether the top-1 tokens agree (Dream: the logits are shifted, as in generation).
+// `dllm quant-eval`: how far quantized weights move the model, llama.cpp style (its KL-divergence
+// statistics), on what a diffusion model predicts: masked positions. Sequences of random tokens with a
+// fraction masked run through the reference and each quantized model; per masked position, KL(P_ref ||
+// P_quant) of the softmax distributions and whether the top-1 tokens agree (Dream: the logits are shifted, as
+// in generation).
 struct EvalOptions {
   std::string reference;
   std::vector<std::string> quantized;
@@ -67,7 +73,8 @@ struct EvalOptions {
   double mask_fraction = 0.5;
   uint64_t seed = 0;
   int threads = 0;
-  std::string ids_file;  // token ids (any separators, e.g. `dllm tokenize` output): rows instead of random tokens
+  std::string
+      ids_file;  // token ids (any separators, e.g. `dllm tokenize` output): rows instead of random tokens
 };
 
 void log_softmax(const float* x, int64_t n, std::vector<double>& out) {
@@ -87,7 +94,8 @@ void run_eval(const EvalOptions& o) {
   // Token rows: random ids below the special ids' range where possible, a fraction replaced by the mask id.
   std::vector<std::vector<int32_t>> rows;
   std::vector<std::vector<int64_t>> masked;
-  const int64_t ordinary = std::max<int64_t>(2, std::min<int64_t>(info.vocab_size, info.mask_id > 0 ? info.mask_id : info.vocab_size) - 32);
+  const int64_t ordinary = std::max<int64_t>(
+      2, std::min<int64_t>(info.vocab_size, info.mask_id > 0 ? info.mask_id : info.vocab_size) - 32);
   std::vector<int32_t> stream;
   if (!o.ids_file.empty()) {
     FILE* f = std::fopen(o.ids_file.c_str(), "rb");
@@ -174,18 +182,22 @@ void run_eval(const EvalOptions& o) {
 
 void setup_eval(CLI::App& app) {
   auto o = std::make_shared<EvalOptions>();
-  auto* cmd = app.add_subcommand("quant-eval",
-                                 "KL divergence and top-1 agreement of quantized models vs a reference, on masked "
-                                 "positions (prints a markdown table)");
-  cmd->add_option("-m,--model", o->reference, "Reference model (HF directory or F32 GGUF), run in f32")->required();
+  auto* cmd =
+      app.add_subcommand("quant-eval",
+                         "KL divergence and top-1 agreement of quantized models vs a reference, on masked "
+                         "positions (prints a markdown table)");
+  cmd->add_option("-m,--model", o->reference, "Reference model (HF directory or F32 GGUF), run in f32")
+      ->required();
   cmd->add_option("-q,--quantized", o->quantized, "Quantized GGUF file(s) to compare")->required();
   cmd->add_option("--seqs", o->seqs, "Number of sequences")->capture_default_str();
   cmd->add_option("--length", o->length, "Tokens per sequence")->capture_default_str();
   cmd->add_option("--mask-fraction", o->mask_fraction, "Fraction of positions masked")->capture_default_str();
   cmd->add_option("--seed", o->seed, "Random seed of the token rows and the masks")->capture_default_str();
-  cmd->add_option("--ids-file", o->ids_file,
-                  "Held-out token ids (any separators, e.g. `dllm tokenize` output) cut into rows of --length "
-                  "instead of random tokens")->capture_default_str();
+  cmd->add_option(
+         "--ids-file", o->ids_file,
+         "Held-out token ids (any separators, e.g. `dllm tokenize` output) cut into rows of --length "
+         "instead of random tokens")
+      ->capture_default_str();
   cmd->add_option("-t,--threads", o->threads, "Threads (0 = all cores)")->capture_default_str();
   cmd->callback([o] { run_eval(*o); });
 }

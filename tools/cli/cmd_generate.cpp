@@ -1,16 +1,16 @@
 // `dllm generate`: denoise a completion for one or more prompts.
 #include <cstdio>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "command.h"
 #include "common.h"
 #include "core/error.h"
 #include "denoise_flags.h"
 #include "io/json_file.h"
+#include "server/terminal_view.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
-#include "server/terminal_view.h"
 
 namespace dllm::cli {
 namespace {
@@ -39,8 +39,8 @@ std::string answer_text(const Tokenizer& tok, const ModelInfo& info, const std::
 }
 
 // Text prompts -> ids with the model directory's tokenizer (and chat template with --chat).
-std::vector<int32_t> encode_prompt(const Tokenizer& tok, const std::string& model_dir, const GenerateOptions& o,
-                                   const std::string& text) {
+std::vector<int32_t> encode_prompt(const Tokenizer& tok, const std::string& model_dir,
+                                   const GenerateOptions& o, const std::string& text) {
   if (!o.chat) return tok.encode(text, /*add_special_tokens=*/true);
   nlohmann::json messages = nlohmann::json::array();
   if (!o.system.empty()) messages.push_back({{"role", "system"}, {"content", o.system}});
@@ -51,19 +51,26 @@ std::vector<int32_t> encode_prompt(const Tokenizer& tok, const std::string& mode
 
 void run_generate(const GenerateOptions& o) {
   if (o.prompt_ids.empty() == o.prompts.empty())
-    fail("give the prompt either as text (-p TEXT) or as token ids (--prompt-ids IDS), one flag per batch row");
+    fail(
+        "give the prompt either as text (-p TEXT) or as token ids (--prompt-ids IDS), one flag per batch "
+        "row");
   if (o.chat && o.prompts.empty()) fail("--chat needs a text prompt (-p TEXT)");
   Tokenizer tok;
   const bool have_tokenizer = file_exists(o.model + "/tokenizer.json");
-  if (have_tokenizer) tok = Tokenizer::load(o.model);
-  else if (!o.prompts.empty()) fail(o.model, ": no tokenizer.json, so text prompts are not possible; use --prompt-ids");
+  if (have_tokenizer)
+    tok = Tokenizer::load(o.model);
+  else if (!o.prompts.empty())
+    fail(o.model, ": no tokenizer.json, so text prompts are not possible; use --prompt-ids");
   std::vector<std::vector<int32_t>> prompts;
   for (const auto& text : o.prompt_ids) prompts.push_back(parse_ids(text));
   for (const auto& text : o.prompts) prompts.push_back(encode_prompt(tok, o.model, o, text));
   GenerateParams params = o.params;
-  if (o.remasking == "low_confidence") params.remasking = Remasking::kLowConfidence;
-  else if (o.remasking == "random") params.remasking = Remasking::kRandom;
-  else fail("--remasking: '", o.remasking, "' is not one of low_confidence, random");
+  if (o.remasking == "low_confidence")
+    params.remasking = Remasking::kLowConfidence;
+  else if (o.remasking == "random")
+    params.remasking = Remasking::kRandom;
+  else
+    fail("--remasking: '", o.remasking, "' is not one of low_confidence, random");
   apply_denoise_flags(o.denoise, params);
 
   auto model = load_model_or_throw(o.model, parse_dtype(o.dtype), o.threads, o.quiet || o.json);
@@ -118,8 +125,8 @@ void run_generate(const GenerateOptions& o) {
     std::printf("%s\n", line.c_str());
   }
   if (!o.quiet)
-    std::fprintf(stderr, "dllm: %lld forwards, %.3f s, %.1f tokens/s\n", static_cast<long long>(result.forwards),
-                 result.seconds, tps);
+    std::fprintf(stderr, "dllm: %lld forwards, %.3f s, %.1f tokens/s\n",
+                 static_cast<long long>(result.forwards), result.seconds, tps);
 }
 
 void setup(CLI::App& app) {
@@ -130,14 +137,17 @@ void setup(CLI::App& app) {
                   "Prompt text, encoded with the model's tokenizer.json; repeat for a batch");
   cmd->add_flag("--chat", o->chat, "Wrap the prompt in the model's chat template (tokenizer_config.json)");
   cmd->add_option("--system", o->system, "With --chat: a system message");
-  cmd->add_option("--prompt-ids", o->prompt_ids,
-                  "Prompt token ids, comma separated; repeat the flag for a batch (rows are left-padded to equal "
-                  "length with the pad id, as the reference does)");
-  cmd->add_option("--gen-length", o->params.gen_length, "Number of tokens to generate")->capture_default_str();
+  cmd->add_option(
+      "--prompt-ids", o->prompt_ids,
+      "Prompt token ids, comma separated; repeat the flag for a batch (rows are left-padded to equal "
+      "length with the pad id, as the reference does)");
+  cmd->add_option("--gen-length", o->params.gen_length, "Number of tokens to generate")
+      ->capture_default_str();
   cmd->add_option("--block-length", o->params.block_length,
                   "Semi-autoregressive block length (0 = gen-length: one block)")
       ->capture_default_str();
-  cmd->add_option("--steps", o->params.steps, "Denoising steps in total, split evenly over blocks (0 = gen-length)")
+  cmd->add_option("--steps", o->params.steps,
+                  "Denoising steps in total, split evenly over blocks (0 = gen-length)")
       ->capture_default_str();
   cmd->add_option("--remasking", o->remasking, "Which positions to commit first: low_confidence | random")
       ->capture_default_str();
@@ -145,24 +155,26 @@ void setup(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--cfg-scale", o->params.cfg_scale, "Classifier-free guidance scale (0 = off)")
       ->capture_default_str();
-  cmd->add_option("--seed", o->params.seed, "Random seed for sampling and random remasking")->capture_default_str();
-  cmd->add_flag("--stop-at-eos", o->params.stop_at_eos,
-                "Stop a row once EOS is committed with nothing masked before it (fills the rest with EOS; not "
-                "the reference behaviour, which always runs every step)");
+  cmd->add_option("--seed", o->params.seed, "Random seed for sampling and random remasking")
+      ->capture_default_str();
+  cmd->add_flag(
+      "--stop-at-eos", o->params.stop_at_eos,
+      "Stop a row once EOS is committed with nothing masked before it (fills the rest with EOS; not "
+      "the reference behaviour, which always runs every step)");
   cmd->add_flag("--logits-eos-inf", o->params.logits_eos_inf, "Never predict EOS (LLaDA logits_eos_inf)");
   cmd->add_flag("--confidence-eos-eot-inf", o->params.confidence_eos_eot_inf,
                 "Exclude EOT (and EOS at temperature 0) from the confidence (LLaDA confidence_eos_eot_inf)");
   add_denoise_flags(cmd, o->params, o->denoise);
   add_weights_option(cmd);
-  cmd->add_option("--dtype", o->dtype, "Matmul compute type: bf16 (fast; f32 where the CPU lacks bf16) | f32 (exact)")
-      ->capture_default_str();
+  cmd->add_option("--dtype", o->dtype, kDtypeHelp)->capture_default_str();
   cmd->add_option("-t,--threads", o->threads, "Threads (0 = all cores)")->capture_default_str();
   cmd->add_flag("--json", o->json,
                 "Print one JSON object: {outputs: [[ids] per row], forwards, seconds, tokens_per_second}");
   cmd->add_flag("-q,--quiet", o->quiet, "No status lines on stderr");
-  cmd->add_flag("--visual", o->visual,
-                "Redraw the canvas in place after each step (masks dimmed, new tokens highlighted), then print the "
-                "final text; plain output when stdout is not a terminal");
+  cmd->add_flag(
+      "--visual", o->visual,
+      "Redraw the canvas in place after each step (masks dimmed, new tokens highlighted), then print the "
+      "final text; plain output when stdout is not a terminal");
   cmd->callback([o] { run_generate(*o); });
 }
 

@@ -1,6 +1,6 @@
-// `dllm infill`: fill the placeholders of a text (`<|mask|>`, `<|mask:N|>`) natively: the canvas is prefix + N mask
-// ids + suffix (any number of spans), every position attends to both sides, only the masked spans are denoised.
-// docs/denoising.md "Infilling".
+// `dllm infill`: fill the placeholders of a text (`<|mask|>`, `<|mask:N|>`) natively: the canvas is prefix +
+// N mask ids + suffix (any number of spans), every position attends to both sides, only the masked spans are
+// denoised. docs/denoising.md "Infilling".
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -39,7 +39,8 @@ std::string read_whole_file(const std::string& path) {
 }
 
 void run_infill(const InfillOptions& o) {
-  if (!file_exists(o.model + "/tokenizer.json")) fail(o.model, ": no tokenizer.json; infill needs a tokenizer");
+  if (!file_exists(o.model + "/tokenizer.json"))
+    fail(o.model, ": no tokenizer.json; infill needs a tokenizer");
   // --text is a file when such a file exists, else the text itself.
   const std::string text = file_exists(o.text) ? read_whole_file(o.text) : o.text;
   const InfillTemplate tmpl = parse_infill_template(text, o.default_length);
@@ -72,9 +73,12 @@ void run_infill(const InfillOptions& o) {
                        {"ids", ids},
                        {"text", tok.decode(ids, /*skip_special_tokens=*/true)}});
     }
-    const nlohmann::json out = {{"text", out_text},          {"ids", filled},
-                                {"canvas", canvas.ids},      {"spans", spans},
-                                {"forwards", result.forwards}, {"seconds", result.seconds},
+    const nlohmann::json out = {{"text", out_text},
+                                {"ids", filled},
+                                {"canvas", canvas.ids},
+                                {"spans", spans},
+                                {"forwards", result.forwards},
+                                {"seconds", result.seconds},
                                 {"tokens_per_second", tps}};
     std::printf("%s\n", out.dump().c_str());
     return;
@@ -90,15 +94,19 @@ void setup(CLI::App& app) {
   auto o = std::make_shared<InfillOptions>();
   auto* cmd = app.add_subcommand(
       "infill",
-      "Fill the placeholders of a text: <|mask|> (--default-length tokens, default 16) or <|mask:N|> (N tokens), "
-      "any number of them. The canvas is the text's tokens with N mask ids per placeholder; the model sees both "
-      "sides of every span (bidirectional attention) and only the masked positions are denoised. Blocks, steps, "
+      "Fill the placeholders of a text: <|mask|> (--default-length tokens, default 16) or <|mask:N|> (N "
+      "tokens), "
+      "any number of them. The canvas is the text's tokens with N mask ids per placeholder; the model sees "
+      "both "
+      "sides of every span (bidirectional attention) and only the masked positions are denoised. Blocks, "
+      "steps, "
       "threshold/factor and caches apply to the masked positions taken left to right. Prints the filled text "
       "(special tokens such as EOS, which a span may be filled with, are not printed)");
   cmd->add_option("-m,--model", o->model, "Model directory (Hugging Face layout, with tokenizer.json)")
       ->capture_default_str();
   cmd->add_option("--text", o->text, "The text with placeholders, or a file holding it")->required();
-  cmd->add_option("--default-length", o->default_length, "Tokens per <|mask|> placeholder")->capture_default_str();
+  cmd->add_option("--default-length", o->default_length, "Tokens per <|mask|> placeholder")
+      ->capture_default_str();
   cmd->add_flag("--bos", o->bos, "Put the model's BOS id first (the demo model was trained without)");
   cmd->add_option("--block-length", o->params.block_length,
                   "Masked positions per block, left to right (0 = all: one block); must divide their number")
@@ -108,14 +116,15 @@ void setup(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--temperature", o->params.temperature, "Gumbel-max sampling temperature (0 = argmax)")
       ->capture_default_str();
-  cmd->add_option("--seed", o->params.seed, "Random seed for sampling and random unmasking")->capture_default_str();
-  add_denoise_flags(cmd, o->params, o->denoise);
-  cmd->add_option("--dtype", o->dtype, "Matmul compute type: bf16 (fast; f32 where the CPU lacks bf16) | f32 (exact)")
+  cmd->add_option("--seed", o->params.seed, "Random seed for sampling and random unmasking")
       ->capture_default_str();
+  add_denoise_flags(cmd, o->params, o->denoise);
+  cmd->add_option("--dtype", o->dtype, kDtypeHelp)->capture_default_str();
   cmd->add_option("-t,--threads", o->threads, "Threads (0 = all cores)")->capture_default_str();
-  cmd->add_flag("--json", o->json,
-                "Print one JSON object: {text, ids (filled canvas), canvas (with mask ids), spans: [{begin, length, "
-                "ids, text}], forwards, seconds, tokens_per_second}");
+  cmd->add_flag(
+      "--json", o->json,
+      "Print one JSON object: {text, ids (filled canvas), canvas (with mask ids), spans: [{begin, length, "
+      "ids, text}], forwards, seconds, tokens_per_second}");
   cmd->add_flag("-q,--quiet", o->quiet, "No status lines on stderr");
   cmd->callback([o] { run_infill(*o); });
 }

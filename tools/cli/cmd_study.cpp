@@ -1,12 +1,14 @@
 // `dllm study`: the held-out evaluation of a model trained on files listed in a held-out list (models/demo):
-//   loss   - masked-token cross-entropy and argmax accuracy over consecutive windows at fixed mask ratios (the
+//   loss   - masked-token cross-entropy and argmax accuracy over consecutive windows at fixed mask ratios
+//   (the
 //            model card's table, computed by the engine);
-//   metric - infilling accuracy: random spans inside windows and whole suffixes filled with the exact schedule;
-//   grid   - the scheduler study: one infill task under steps / threshold / block length / cache settings, with
+//   metric - infilling accuracy: random spans inside windows and whole suffixes filled with the exact
+//   schedule; grid   - the scheduler study: one infill task under steps / threshold / block length / cache
+//   settings, with
 //            accuracy, forwards per token and tokens/s, and the fastest setting within X points of the exact
 //            per-token schedule.
-// Writes a JSON of everything (--out-json) and a markdown report (--out-md); tools/study/plot_study.py draws the
-// plot. docs/denoising.md "Infilling"; results in bench/results/scheduler_study.md.
+// Writes a JSON of everything (--out-json) and a markdown report (--out-md); tools/study/plot_study.py draws
+// the plot. docs/denoising.md "Infilling"; results in bench/results/scheduler_study.md.
 #include <omp.h>
 
 #include <algorithm>
@@ -71,9 +73,12 @@ std::vector<T> parse_list(const std::string& text, const char* flag) {
   while (std::getline(in, item, ',')) {
     if (item.empty()) continue;
     try {
-      if constexpr (std::is_same_v<T, double>) out.push_back(std::stod(item));
-      else if constexpr (std::is_same_v<T, int64_t>) out.push_back(std::stoll(item));
-      else out.push_back(item);
+      if constexpr (std::is_same_v<T, double>)
+        out.push_back(std::stod(item));
+      else if constexpr (std::is_same_v<T, int64_t>)
+        out.push_back(std::stoll(item));
+      else
+        out.push_back(item);
     } catch (const std::exception&) {
       fail(flag, ": '", item, "' is not a valid item");
     }
@@ -90,7 +95,8 @@ std::string read_bytes(const std::string& path) {
 }
 
 // The held-out stream as in tools/train/train.py: every listed file encoded without special tokens, then EOS.
-std::vector<int32_t> heldout_stream(const StudyOptions& o, const Tokenizer& tok, int32_t eos, int64_t* files) {
+std::vector<int32_t> heldout_stream(const StudyOptions& o, const Tokenizer& tok, int32_t eos,
+                                    int64_t* files) {
   std::ifstream list(o.heldout_list);
   if (!list) fail(o.heldout_list, ": cannot open");
   std::vector<int32_t> stream;
@@ -190,7 +196,8 @@ nlohmann::json run_loss(Model& model, const std::vector<int32_t>& stream, const 
                              {"sequences", n},
                              {"seconds", secs}};
     if (!o.quiet)
-      std::fprintf(stderr, "loss: ratio %g: CE %.4f, acc %.4f over %lld masked tokens of %lld windows (%.1f s)\n",
+      std::fprintf(stderr,
+                   "loss: ratio %g: CE %.4f, acc %.4f over %lld masked tokens of %lld windows (%.1f s)\n",
                    ratio, ce / count, static_cast<double>(correct) / count, static_cast<long long>(count),
                    static_cast<long long>(n), secs);
   }
@@ -212,7 +219,8 @@ std::vector<int64_t> window_order(int64_t n, uint64_t seed) {
 }
 
 // A span of `length` at a random place with at least 16 tokens (or a quarter of the rest) on each side.
-Task span_task(const std::vector<int32_t>& stream, int64_t window_index, int64_t L, int64_t length, uint64_t seed) {
+Task span_task(const std::vector<int32_t>& stream, int64_t window_index, int64_t L, int64_t length,
+               uint64_t seed) {
   Task t;
   t.truth.assign(stream.begin() + window_index * L, stream.begin() + (window_index + 1) * L);
   t.length = length;
@@ -260,7 +268,8 @@ GenerateParams exact_params(int64_t length) {
   return p;
 }
 
-// ---- metric: infill accuracy of spans and suffixes with the exact schedule (and one-step parallel decoding) ----
+// ---- metric: infill accuracy of spans and suffixes with the exact schedule (and one-step parallel decoding)
+// ----
 nlohmann::json run_metric(Model& model, const std::vector<int32_t>& stream, const StudyOptions& o) {
   const int64_t L = o.window, n = static_cast<int64_t>(stream.size()) / L;
   const int64_t W = std::min(o.metric_windows, n);
@@ -272,7 +281,8 @@ nlohmann::json run_metric(Model& model, const std::vector<int32_t>& stream, cons
     bool suffix;
   };
   std::vector<Kind> kinds;
-  for (int64_t s : parse_list<int64_t>(o.metric_spans, "--metric-spans")) kinds.push_back({"span " + std::to_string(s), s, false});
+  for (int64_t s : parse_list<int64_t>(o.metric_spans, "--metric-spans"))
+    kinds.push_back({"span " + std::to_string(s), s, false});
   for (int64_t s : parse_list<int64_t>(o.metric_suffixes, "--metric-suffixes"))
     kinds.push_back({"suffix " + std::to_string(s), s, true});
   for (const auto& k : kinds) {
@@ -294,8 +304,14 @@ nlohmann::json run_metric(Model& model, const std::vector<int32_t>& stream, cons
       }
       const auto [m, ci] = mean_ci(acc);
       const std::string schedule = one_step ? "1 step (all at once)" : "exact (1 token/step)";
-      out.push_back({{"task", k.name}, {"schedule", schedule}, {"windows", W}, {"tokens", W * k.length},
-                     {"accuracy", m}, {"ci95", ci}, {"forwards", forwards}, {"seconds", secs}});
+      out.push_back({{"task", k.name},
+                     {"schedule", schedule},
+                     {"windows", W},
+                     {"tokens", W * k.length},
+                     {"accuracy", m},
+                     {"ci95", ci},
+                     {"forwards", forwards},
+                     {"seconds", secs}});
       if (!o.quiet)
         std::fprintf(stderr, "metric: %-10s %-22s acc %.4f +- %.4f (%lld windows, %.1f s)\n", k.name.c_str(),
                      schedule.c_str(), m, ci, static_cast<long long>(W), secs);
@@ -322,9 +338,12 @@ std::vector<GridSetting> grid_settings(const StudyOptions& o) {
     if (block <= 0 || S % block != 0) fail("--block-lengths: ", block, " does not divide --span ", S);
     for (const auto& cache : caches) {
       CacheMode cm = CacheMode::kNone;
-      if (cache == "prefix") cm = CacheMode::kPrefix;
-      else if (cache == "dual") cm = CacheMode::kDual;
-      else if (cache != "none") fail("--caches: '", cache, "' is not one of none, prefix, dual");
+      if (cache == "prefix")
+        cm = CacheMode::kPrefix;
+      else if (cache == "dual")
+        cm = CacheMode::kDual;
+      else if (cache != "none")
+        fail("--caches: '", cache, "' is not one of none, prefix, dual");
       for (int64_t div : {1, 2, 4, 8, 16}) {
         const int64_t steps = S / div;
         if (S % div != 0 || steps % (S / block) != 0) continue;  // steps must split evenly over the blocks
@@ -346,7 +365,8 @@ std::vector<GridSetting> grid_settings(const StudyOptions& o) {
     }
   }
   std::stable_partition(out.begin(), out.end(), [](const GridSetting& g) { return g.exact; });
-  if (out.empty() || !out[0].exact) fail("study: the grid needs the exact setting (block length --span, cache none)");
+  if (out.empty() || !out[0].exact)
+    fail("study: the grid needs the exact setting (block length --span, cache none)");
   return out;
 }
 
@@ -360,7 +380,8 @@ nlohmann::json run_grid(Model& model, const std::vector<int32_t>& stream, const 
   const size_t G = settings.size();
   std::vector<std::vector<Outcome>> res(G, std::vector<Outcome>(W));
   // Windows outside, settings inside: machine-load drift hits every setting alike; the order of the settings
-  // rotates from window to window so that none is always first after a new window (cold caches); one warm-up fill.
+  // rotates from window to window so that none is always first after a new window (cold caches); one warm-up
+  // fill.
   fill(model, span_task(stream, order[0], L, S, o.seed ^ 0x6121ull), settings[0].params);
   const auto t0 = std::chrono::steady_clock::now();
   for (int64_t w = 0; w < W; ++w) {
@@ -391,17 +412,18 @@ nlohmann::json run_grid(Model& model, const std::vector<int32_t>& stream, const 
     }
     const auto [m, ci] = mean_ci(acc);
     const auto [d, dci] = mean_ci(diff);
-    rows.push_back({{"schedule", settings[g].schedule},
-                    {"block_length", settings[g].block},
-                    {"cache", settings[g].cache},
-                    {"exact", settings[g].exact},
-                    {"accuracy", m},
-                    {"ci95", ci},
-                    {"diff_vs_exact", d},
-                    {"diff_ci95", dci},
-                    {"forwards_per_token", static_cast<double>(forwards) / static_cast<double>(W * S)},
-                    {"forward_tokens_per_token", static_cast<double>(forward_tokens) / static_cast<double>(W * S)},
-                    {"median_tokens_per_second", median(tps)}});
+    rows.push_back(
+        {{"schedule", settings[g].schedule},
+         {"block_length", settings[g].block},
+         {"cache", settings[g].cache},
+         {"exact", settings[g].exact},
+         {"accuracy", m},
+         {"ci95", ci},
+         {"diff_vs_exact", d},
+         {"diff_ci95", dci},
+         {"forwards_per_token", static_cast<double>(forwards) / static_cast<double>(W * S)},
+         {"forward_tokens_per_token", static_cast<double>(forward_tokens) / static_cast<double>(W * S)},
+         {"median_tokens_per_second", median(tps)}});
   }
   // The answer: the fastest setting whose accuracy is within X points of the exact schedule.
   nlohmann::json answers = nlohmann::json::array();
@@ -421,14 +443,18 @@ nlohmann::json run_grid(Model& model, const std::vector<int32_t>& stream, const 
   std::vector<size_t> idx(G);
   std::iota(idx.begin(), idx.end(), 0);
   std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) {
-    return rows[a]["median_tokens_per_second"].get<double>() > rows[b]["median_tokens_per_second"].get<double>();
+    return rows[a]["median_tokens_per_second"].get<double>() >
+           rows[b]["median_tokens_per_second"].get<double>();
   });
   for (size_t g : idx) {
     const auto& r = rows[g];
-    md << "| " << (r["exact"].get<bool>() ? "**" + r["schedule"].get<std::string>() + " (exact)**" : r["schedule"].get<std::string>())
+    md << "| "
+       << (r["exact"].get<bool>() ? "**" + r["schedule"].get<std::string>() + " (exact)**"
+                                  : r["schedule"].get<std::string>())
        << " | " << r["block_length"].get<int64_t>() << " | " << r["cache"].get<std::string>() << " | "
-       << fmt("%.1f", 100 * r["accuracy"].get<double>()) << " ± " << fmt("%.1f", 100 * r["ci95"].get<double>())
-       << " | " << fmt("%+.1f", 100 * r["diff_vs_exact"].get<double>()) << " ± "
+       << fmt("%.1f", 100 * r["accuracy"].get<double>()) << " ± "
+       << fmt("%.1f", 100 * r["ci95"].get<double>()) << " | "
+       << fmt("%+.1f", 100 * r["diff_vs_exact"].get<double>()) << " ± "
        << fmt("%.1f", 100 * r["diff_ci95"].get<double>()) << " | "
        << fmt("%.3f", r["forwards_per_token"].get<double>()) << " | "
        << fmt("%.1f", r["forward_tokens_per_token"].get<double>()) << " | "
@@ -438,13 +464,16 @@ nlohmann::json run_grid(Model& model, const std::vector<int32_t>& stream, const 
   for (const auto& a : answers) {
     const auto& r = a["row"];
     md << "* **within " << fmt("%g", a["within_points"].get<double>()) << " point(s) of exact** ("
-       << fmt("%.1f", 100 * exact_acc) << " %, " << fmt("%.0f", rows[0]["median_tokens_per_second"].get<double>())
+       << fmt("%.1f", 100 * exact_acc) << " %, "
+       << fmt("%.0f", rows[0]["median_tokens_per_second"].get<double>())
        << " tokens/s): " << r["schedule"].get<std::string>() << ", block " << r["block_length"].get<int64_t>()
-       << ", cache " << r["cache"].get<std::string>() << ": " << fmt("%.1f", 100 * r["accuracy"].get<double>())
-       << " % (" << fmt("%+.1f", 100 * r["diff_vs_exact"].get<double>()) << " ± "
+       << ", cache " << r["cache"].get<std::string>() << ": "
+       << fmt("%.1f", 100 * r["accuracy"].get<double>()) << " % ("
+       << fmt("%+.1f", 100 * r["diff_vs_exact"].get<double>()) << " ± "
        << fmt("%.1f", 100 * r["diff_ci95"].get<double>()) << " points), "
        << fmt("%.0f", r["median_tokens_per_second"].get<double>()) << " tokens/s ("
-       << fmt("%.1f", r["median_tokens_per_second"].get<double>() / rows[0]["median_tokens_per_second"].get<double>())
+       << fmt("%.1f",
+              r["median_tokens_per_second"].get<double>() / rows[0]["median_tokens_per_second"].get<double>())
        << "x), " << fmt("%.3f", r["forwards_per_token"].get<double>()) << " forwards/token\n";
   }
   *markdown = md.str();
@@ -463,13 +492,15 @@ void run_study(const StudyOptions& o) {
   const auto parts = parse_list<std::string>(o.parts, "--parts");
   auto has = [&](const char* p) { return std::find(parts.begin(), parts.end(), p) != parts.end(); };
   for (const auto& p : parts)
-    if (p != "loss" && p != "metric" && p != "grid") fail("--parts: '", p, "' is not one of loss, metric, grid");
+    if (p != "loss" && p != "metric" && p != "grid")
+      fail("--parts: '", p, "' is not one of loss, metric, grid");
   const Tokenizer tok = Tokenizer::load(o.model);
   auto model = load_model_or_throw(o.model, parse_dtype(o.dtype), o.threads, o.quiet);
   const ModelInfo& mi = model->info();
   int64_t files = 0;
   const std::vector<int32_t> stream = heldout_stream(o, tok, mi.eos_id, &files);
-  if (static_cast<int64_t>(stream.size()) < o.window) fail("study: the held-out stream is shorter than a window");
+  if (static_cast<int64_t>(stream.size()) < o.window)
+    fail("study: the held-out stream is shorter than a window");
   const std::string load_before = loadavg();
   if (!o.quiet)
     std::fprintf(stderr, "study: %lld held-out files, %zu tokens, %zu windows of %lld; load %s\n",
@@ -505,7 +536,8 @@ void run_study(const StudyOptions& o) {
           "| mask ratio | CE (nats) | accuracy | masked tokens |\n|---|---|---|---|\n";
     for (auto& [k, v] : out["loss"].items())
       md << "| " << k << " | " << fmt("%.3f", v["masked_token_ce"].get<double>()) << " | "
-         << fmt("%.3f", v["masked_token_acc"].get<double>()) << " | " << v["masked_tokens"].get<int64_t>() << " |\n";
+         << fmt("%.3f", v["masked_token_acc"].get<double>()) << " | " << v["masked_tokens"].get<int64_t>()
+         << " |\n";
     md << "\n";
   }
   if (has("metric")) {
@@ -514,14 +546,15 @@ void run_study(const StudyOptions& o) {
     for (const auto& r : out["metric"])
       md << "| " << r["task"].get<std::string>() << " | " << r["schedule"].get<std::string>() << " | "
          << r["windows"].get<int64_t>() << " | " << r["tokens"].get<int64_t>() << " | "
-         << fmt("%.1f", 100 * r["accuracy"].get<double>()) << " ± " << fmt("%.1f", 100 * r["ci95"].get<double>())
-         << " |\n";
+         << fmt("%.1f", 100 * r["accuracy"].get<double>()) << " ± "
+         << fmt("%.1f", 100 * r["ci95"].get<double>()) << " |\n";
     md << "\n";
   }
   if (has("grid")) {
     md << "### Scheduler study: span " << o.span << " inside " << o.window << "-token windows, "
        << out["grid"]["windows"].get<int64_t>() << " windows (" << out["grid"]["tokens"].get<int64_t>()
-       << " tokens)\n\n" << grid_md << "\n";
+       << " tokens)\n\n"
+       << grid_md << "\n";
   }
   if (!o.out_json.empty()) {
     std::ofstream f(o.out_json);
@@ -540,15 +573,18 @@ void setup(CLI::App& app) {
   auto o = std::make_shared<StudyOptions>();
   auto* cmd = app.add_subcommand(
       "study",
-      "Held-out evaluation: masked-token loss, infill accuracy of spans / suffixes, and the scheduler study (steps, "
-      "threshold, block length, cache vs accuracy and tokens/s; the fastest setting within X points of exact). "
+      "Held-out evaluation: masked-token loss, infill accuracy of spans / suffixes, and the scheduler study "
+      "(steps, "
+      "threshold, block length, cache vs accuracy and tokens/s; the fastest setting within X points of "
+      "exact). "
       "Needs the model's held-out source files (models/demo: the Python 3.11 standard library)");
   cmd->add_option("-m,--model", o->model, "Model directory")->capture_default_str();
   cmd->add_option("--heldout-list", o->heldout_list, "Held-out file list (one path a line, # comments)")
       ->capture_default_str();
   cmd->add_option("--heldout-root", o->heldout_root, "Directory the listed paths are relative to")
       ->capture_default_str();
-  cmd->add_option("--parts", o->parts, "Which parts: loss, metric, grid (comma separated)")->capture_default_str();
+  cmd->add_option("--parts", o->parts, "Which parts: loss, metric, grid (comma separated)")
+      ->capture_default_str();
   cmd->add_option("--window", o->window, "Window length in tokens (the model's training context)")
       ->capture_default_str();
   cmd->add_option("--loss-ratios", o->loss_ratios, "loss: mask ratios")->capture_default_str();
@@ -556,13 +592,16 @@ void setup(CLI::App& app) {
   cmd->add_option("--metric-spans", o->metric_spans, "metric: span lengths")->capture_default_str();
   cmd->add_option("--metric-suffixes", o->metric_suffixes, "metric: suffix lengths")->capture_default_str();
   cmd->add_option("--windows", o->windows, "grid: windows")->capture_default_str();
-  cmd->add_option("--span", o->span, "grid: span length (gen_length of every setting)")->capture_default_str();
+  cmd->add_option("--span", o->span, "grid: span length (gen_length of every setting)")
+      ->capture_default_str();
   cmd->add_option("--block-lengths", o->block_lengths, "grid: block lengths")->capture_default_str();
   cmd->add_option("--thresholds", o->thresholds, "grid: Fast-dLLM thresholds")->capture_default_str();
   cmd->add_option("--caches", o->caches, "grid: cache modes")->capture_default_str();
-  cmd->add_option("--within", o->within, "grid: answer for these accuracy margins (points)")->capture_default_str();
-  cmd->add_option("--seed", o->seed, "Seed of the window order, span places and loss masks")->capture_default_str();
-  cmd->add_option("--dtype", o->dtype, "f32 | bf16")->capture_default_str();
+  cmd->add_option("--within", o->within, "grid: answer for these accuracy margins (points)")
+      ->capture_default_str();
+  cmd->add_option("--seed", o->seed, "Seed of the window order, span places and loss masks")
+      ->capture_default_str();
+  cmd->add_option("--dtype", o->dtype, kDtypeHelp)->capture_default_str();
   cmd->add_option("-t,--threads", o->threads, "Threads (0 = all cores)")->capture_default_str();
   cmd->add_option("--out-json", o->out_json, "Write every number here");
   cmd->add_option("--out-md", o->out_md, "Write the markdown report here (also printed)");

@@ -1,6 +1,7 @@
-// `dllm sweep`: one prompt set under several denoising settings (schedules, Fast-dLLM threshold / factor, prefix and
-// dual caches) and, per setting, forwards per generated token, tokens run through the model, tokens/s, and
-// agreement with the exact reference schedule (share of identical generated tokens). docs/denoising.md.
+// `dllm sweep`: one prompt set under several denoising settings (schedules, Fast-dLLM threshold / factor,
+// prefix and dual caches) and, per setting, forwards per generated token, tokens run through the model,
+// tokens/s, and agreement with the exact reference schedule (share of identical generated tokens).
+// docs/denoising.md.
 #include <omp.h>
 
 #include <cstdio>
@@ -78,8 +79,9 @@ void run_sweep(const SweepOptions& o) {
   if (o.gen_length % 4 != 0 || (o.gen_length / 4) % (o.gen_length / o.block_length) != 0)
     fail("--gen-length ", o.gen_length, ": gen/4 steps must split evenly over the blocks");
   const ComputeType compute = parse_dtype(o.dtype);
-  std::shared_ptr<Model> model = o.model.empty() ? make_random_model(find_shape(o.shape), o.layers, compute, 1234)
-                                                 : load_model_or_throw(o.model, compute, o.threads, true);
+  std::shared_ptr<Model> model = o.model.empty()
+                                     ? make_random_model(find_shape(o.shape), o.layers, compute, 1234)
+                                     : load_model_or_throw(o.model, compute, o.threads, true);
   const ModelInfo& mi = model->info();
   std::vector<std::vector<int32_t>> prompts;
   for (const auto& text : o.prompt_ids) prompts.push_back(parse_ids(text));
@@ -153,20 +155,25 @@ void run_sweep(const SweepOptions& o) {
 void setup(CLI::App& app) {
   auto o = std::make_shared<SweepOptions>();
   auto* cmd = app.add_subcommand(
-      "sweep", "Run one prompt set under several denoising settings (schedules, threshold/factor, caches) and "
-               "report forwards/token, tokens/s and agreement with the exact per-token schedule");
+      "sweep",
+      "Run one prompt set under several denoising settings (schedules, threshold/factor, caches) and "
+      "report forwards/token, tokens/s and agreement with the exact per-token schedule");
   cmd->add_option("-m,--model", o->model, "Model directory");
   cmd->add_option("--shape", o->shape, "Random model of a named shape instead of -m (see dllm bench --help)");
-  cmd->add_option("--layers", o->layers, "With --shape: number of layers (0 = the shape's own)")->capture_default_str();
-  cmd->add_option("--prompt-ids", o->prompt_ids, "Prompt token ids, comma separated; repeat for more prompts "
-                                                 "(default: --num-prompts seeded random prompts)");
-  cmd->add_option("--num-prompts", o->num_prompts, "Random prompts when no --prompt-ids")->capture_default_str();
+  cmd->add_option("--layers", o->layers, "With --shape: number of layers (0 = the shape's own)")
+      ->capture_default_str();
+  cmd->add_option("--prompt-ids", o->prompt_ids,
+                  "Prompt token ids, comma separated; repeat for more prompts "
+                  "(default: --num-prompts seeded random prompts)");
+  cmd->add_option("--num-prompts", o->num_prompts, "Random prompts when no --prompt-ids")
+      ->capture_default_str();
   cmd->add_option("--prompt-len", o->prompt_len, "Length of the random prompts")->capture_default_str();
   cmd->add_option("--gen-length", o->gen_length, "Generated tokens per prompt")->capture_default_str();
-  cmd->add_option("--block-length", o->block_length, "Semi-autoregressive block length")->capture_default_str();
+  cmd->add_option("--block-length", o->block_length, "Semi-autoregressive block length")
+      ->capture_default_str();
   cmd->add_option("--threshold", o->threshold, "Fast-dLLM confidence threshold")->capture_default_str();
   cmd->add_option("--factor", o->factor, "Fast-dLLM factor")->capture_default_str();
-  cmd->add_option("--dtype", o->dtype, "f32 | bf16")->capture_default_str();
+  cmd->add_option("--dtype", o->dtype, kDtypeHelp)->capture_default_str();
   cmd->add_option("-t,--threads", o->threads, "Threads (0 = all cores)")->capture_default_str();
   cmd->add_flag("--json", o->json, "One JSON object instead of the table");
   cmd->callback([o] { run_sweep(*o); });

@@ -19,11 +19,17 @@ std::string default_model_path();
 std::vector<int32_t> parse_ids(const std::string& text);
 ComputeType parse_dtype(const std::string& name);  // "f32" | "bf16"
 std::string dtype_label(ComputeType t);
+// The --dtype help, one text for every command.
+inline constexpr const char* kDtypeHelp =
+    "Weights and products: bf16 (16-bit weights, f16 checkpoints stay f16: half the memory; bf16 products "
+    "with "
+    "AVX512_BF16, f32 products on the 16-bit weights elsewhere) | f32 (exact: f32 weights and products)";
 WeightFormat parse_weights(const std::string& name);  // "auto" | "f32" | "q8"
 // Registers --weights on a subcommand (generate, bench, serve); load_model_or_throw loads with its value.
 void add_weights_option(CLI::App* cmd);
 // Loads and prints one line about the model to stderr unless quiet.
-std::shared_ptr<Model> load_model_or_throw(const std::string& path, ComputeType compute, int threads, bool quiet);
+std::shared_ptr<Model> load_model_or_throw(const std::string& path, ComputeType compute, int threads,
+                                           bool quiet);
 bool stderr_is_terminal();
 bool stdout_is_terminal();
 
