@@ -61,7 +61,7 @@ void BM_Q8(benchmark::State& state) {
 }
 
 void shapes(benchmark::internal::Benchmark* b) {
-  for (int64_t m : {1, 8, 32, 256}) {
+  for (int64_t m : {1, 8, 32, 64, 256}) {
     b->Args({m, 4096, 4096});   // LLaDA-8B attention projection
     b->Args({m, 12288, 4096});  // LLaDA-8B MLP up / gate
   }

@@ -1,12 +1,12 @@
-// y[M, N] (+)= x[M, K] · Wᵀ for few activation rows (M <= kSmallMaxRows) and a row-major weight W[N, K] stored as
-// f32, bf16 or f16 (converted to f32 in registers: the math is f32 in every case).
+// y[M, N] (+)= x[M, K] · Wᵀ for few activation rows (M <= kSmallMaxRows) and a row-major weight W[N, K]
+// stored as f32, bf16 or f16 (converted to f32 in registers: the math is f32 in every case).
 //
 // Written by hand because both libraries are slow here: with one to a few dozen rows the product is bound by
 // reading W once from memory, and OpenBLAS's sgemm (which packs W per call) and oneDNN 2.6's AVX2 gemm reach
-// 2-22 GFLOP/s on a 152064 x 3584 head at M = 1-8, where streaming W at memory speed allows several times that
-// (docs/performance.md). 16-bit weights halve the bytes streamed. Each thread takes strips of 4 weight rows; a
-// strip is walked in K-blocks small enough that its weights and the activations' block stay in L1 while every
-// activation row passes over them.
+// 2-22 GFLOP/s on a 152064 x 3584 head at M = 1-8, where streaming W at memory speed allows several times
+// that (docs/performance.md). 16-bit weights halve the bytes streamed. Each thread takes a contiguous range
+// of strips of 3 weight rows, each over the whole of K, four activation rows at a time (a 4 x 3 register
+// tile).
 #pragma once
 
 #include <cstdint>
@@ -15,7 +15,9 @@
 
 namespace dllm {
 
-constexpr int64_t kSmallMaxRows = 16;
+// Up to here this kernel beats OpenBLAS sgemm on f32 weights (measured crossover 40-48 rows at 4096 x 4096;
+// more so for 16-bit weights, which sgemm needs widened first).
+constexpr int64_t kSmallMaxRows = 40;
 
 void gemm_small_m(const float* x, int64_t rows, const void* w, DType w_type, int64_t n, int64_t k, float* y,
                   bool accumulate);

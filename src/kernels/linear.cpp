@@ -59,12 +59,6 @@ MatmulBackend f32_matmul_backend() {
 
 const char* matmul_backend_name(MatmulBackend b) { return b == MatmulBackend::kOneDnn ? "oneDNN" : "OpenBLAS"; }
 
-ComputeType effective_compute(ComputeType requested) {
-  // kBF16 always means bf16 weights; where the CPU has no bf16 matmul the products run in f32 on those weights
-  // (Linear below), which keeps the memory and bandwidth savings.
-  return requested;
-}
-
 struct Linear::Impl {
   MatmulBackend backend = MatmulBackend::kOneDnn;
   // OpenBLAS backend: the [N, K] weight, row-major, stored as f32, bf16 or f16.

@@ -20,7 +20,6 @@ namespace dllm {
 
 // bf16 matmuls need AVX512_BF16 (or AMX) in oneDNN; elsewhere kBF16 means bf16 weights with f32 products.
 bool bf16_matmul_supported();
-ComputeType effective_compute(ComputeType requested);
 
 // Who runs matmuls without bf16 hardware: oneDNN where it has AVX-512 kernels, otherwise OpenBLAS's sgemm (plus
 // our small-row kernel, gemm_small_m.h). DLLM_MATMUL=onednn|openblas overrides the choice (for A/B timing).

@@ -69,7 +69,6 @@ TransformerConfig parse_config(const Checkpoint& ckpt) {
       r.fail_field(name, "= " + std::to_string(id) + " is outside the vocabulary of " + std::to_string(m.vocab_size));
   if (m.mask_id < 0) r.fail_field("mask_token_id", "must be >= 0");
   m.shift_logits = true;
-  m.compute = ComputeType::kF32;
   return c;
 }
 
@@ -77,7 +76,7 @@ TransformerConfig parse_config(const Checkpoint& ckpt) {
 
 std::shared_ptr<Model> load_dream(std::unique_ptr<Checkpoint> ckpt, const LoadOptions& options) {
   TransformerConfig c = parse_config(*ckpt);
-  c.info.compute = effective_compute(options.compute);
+  c.info.compute = options.compute;
   const ModelInfo& m = c.info;
   const ComputeType ct = c.info.compute;
   const int64_t d = m.d_model, q_dim = m.n_heads * m.head_dim, kv_dim = m.n_kv_heads * m.head_dim;

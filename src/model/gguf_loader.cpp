@@ -257,7 +257,7 @@ std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
     for (size_t i = 0; i < tok->tokens.size() && static_cast<int64_t>(i) < m.vocab_size; ++i)
       if (tok->tokens[i] == fam->eot_text) m.eot_id = static_cast<int32_t>(i);
   m.shift_logits = f.find_bool("diffusion.shift_logits").value_or(fam->shift_logits);
-  m.compute = effective_compute(options.compute);
+  m.compute = options.compute;
   const ComputeType ct = m.compute;
 
   const int64_t d = m.d_model, q_dim = m.n_heads * m.head_dim, kv_dim = m.n_kv_heads * m.head_dim;

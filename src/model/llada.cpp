@@ -98,7 +98,6 @@ TransformerConfig parse_config(const Checkpoint& ckpt) {
     m.eot_id = static_cast<int32_t>(*added);
   }
   m.shift_logits = false;
-  m.compute = ComputeType::kF32;
   return c;
 }
 
@@ -106,7 +105,7 @@ TransformerConfig parse_config(const Checkpoint& ckpt) {
 
 std::shared_ptr<Model> load_llada(std::unique_ptr<Checkpoint> ckpt, const LoadOptions& options) {
   TransformerConfig c = parse_config(*ckpt);
-  c.info.compute = effective_compute(options.compute);
+  c.info.compute = options.compute;
   const ModelInfo& m = c.info;
   const ComputeType ct = c.info.compute;
   const int64_t d = m.d_model, q_dim = m.n_heads * m.head_dim, kv_dim = m.n_kv_heads * m.head_dim;

@@ -68,7 +68,7 @@ std::shared_ptr<Model> make_random_model(const ModelShape& shape, int64_t n_laye
   m.mask_id = static_cast<int32_t>(shape.vocab_size - 1);
   m.eos_id = m.pad_id = static_cast<int32_t>(shape.vocab_size - 2);
   m.shift_logits = shape.qkv_bias;
-  m.compute = effective_compute(compute);
+  m.compute = compute;
   c.qkv_bias = shape.qkv_bias;
   c.rope_theta = 500000.0f;
 

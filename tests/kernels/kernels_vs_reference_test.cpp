@@ -49,7 +49,8 @@ TEST_P(LinearTest, F32MatchesReference) {
 
 TEST_P(LinearTest, AccumulateAddsToOutput) {
   const auto [m, n, k] = GetParam();
-  auto x = random_values(m * k, 1.0f, 3), w = random_values(n * k, 0.05f, 4), base = random_values(m * n, 1.0f, 5);
+  auto x = random_values(m * k, 1.0f, 3), w = random_values(n * k, 0.05f, 4),
+       base = random_values(m * n, 1.0f, 5);
   std::vector<float> want(m * n), got = base;
   ref::matmul(x.data(), w.data(), m, n, k, want.data());
   for (size_t i = 0; i < want.size(); ++i) want[i] += base[i];
@@ -93,8 +94,8 @@ TEST_P(LinearTest, F16StoredWeights) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, LinearTest,
-                         ::testing::Values(MatmulCase{1, 64, 128}, MatmulCase{7, 33, 65}, MatmulCase{32, 384, 128},
-                                           MatmulCase{300, 96, 256}));
+                         ::testing::Values(MatmulCase{1, 64, 128}, MatmulCase{7, 33, 65},
+                                           MatmulCase{32, 384, 128}, MatmulCase{300, 96, 256}));
 
 // Weights in each storage type, widened exactly: the reference multiplies the widened values.
 struct StoredWeights {
@@ -115,18 +116,19 @@ StoredWeights store_as(DType t, const std::vector<float>& w) {
   return s;
 }
 
-// The small-row kernel over ragged shapes (n not a multiple of its 4-row strips, k not a multiple of 8 or of its
-// K-block), every row count it takes, every storage type, with and without accumulation.
+// The small-row kernel over ragged shapes (n not a multiple of its 4-row strips, k not a multiple of 8 or of
+// its K-block), every row count it takes, every storage type, with and without accumulation.
 TEST(Kernels, SmallRowGemmMatchesReference) {
   for (DType t : {DType::kF32, DType::kBF16, DType::kF16}) {
-    for (int64_t m : {1, 2, 3, 8, 15, 16}) {
+    for (int64_t m : {1, 2, 3, 4, 5, 7, 8, 15, 16, 33, 40}) {
       for (auto [n, k] : {std::pair<int64_t, int64_t>{7, 13}, {64, 1100}, {37, 520}}) {
         auto x = random_values(m * k, 1.0f, 20 + m), w = random_values(n * k, 0.05f, 21 + n);
         const StoredWeights sw = store_as(t, w);
         std::vector<float> want(m * n), got(m * n, 0.0f);
         ref::matmul(x.data(), sw.values.data(), m, n, k, want.data());
         gemm_small_m(x.data(), m, sw.data(t, w), t, n, k, got.data(), false);
-        EXPECT_LT(relative_error(got, want), 1e-5f) << dtype_name(t) << " m=" << m << " n=" << n << " k=" << k;
+        EXPECT_LT(relative_error(got, want), 1e-5f)
+            << dtype_name(t) << " m=" << m << " n=" << n << " k=" << k;
         auto base = random_values(m * n, 1.0f, 22);
         got = base;
         for (size_t i = 0; i < want.size(); ++i) want[i] += base[i];
@@ -140,7 +142,7 @@ TEST(Kernels, SmallRowGemmMatchesReference) {
 // 16-bit weights with many rows go through sgemm one widened panel at a time: a K this large makes the panel
 // 64 rows, so n = 150 needs three panels, the last one partial.
 TEST(Kernels, Bf16WeightsManyRowsAcrossPanels) {
-  const int64_t m = 20, n = 150, k = 65536;
+  const int64_t m = kSmallMaxRows + 8, n = 150, k = 65536;
   auto x = random_values(m * k, 1.0f, 30), w = random_values(n * k, 0.05f, 31);
   const StoredWeights sw = store_as(DType::kBF16, w);
   std::vector<float> want(m * n), got(m * n);
@@ -193,13 +195,15 @@ TEST_P(AttentionTest, MatchesReference) {
   std::vector<uint8_t> valid(c.batch * c.kv_len, 1);
   if (c.masked) {
     for (int64_t j = 0; j < c.kv_len; j += 3) valid[j] = 0;
-    for (int64_t j = 0; j < c.kv_len; ++j) valid[(c.batch - 1) * c.kv_len + j] = 0;  // a row with no valid key
+    for (int64_t j = 0; j < c.kv_len; ++j)
+      valid[(c.batch - 1) * c.kv_len + j] = 0;  // a row with no valid key
   }
   std::vector<float> want(q.size()), got(q.size());
   const uint8_t* mask = c.masked ? valid.data() : nullptr;
   ref::attention(q.data(), k.data(), v.data(), c.batch, c.q_len, c.kv_len, c.heads, c.kv_heads, c.hd, mask,
                  want.data());
-  attention(q.data(), k.data(), v.data(), c.batch, c.q_len, c.kv_len, c.heads, c.kv_heads, c.hd, mask, got.data());
+  attention(q.data(), k.data(), v.data(), c.batch, c.q_len, c.kv_len, c.heads, c.kv_heads, c.hd, mask,
+            got.data());
   EXPECT_LT(relative_error(got, want), 2e-6f);
 }
 
