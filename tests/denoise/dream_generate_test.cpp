@@ -1,10 +1,11 @@
 // Every deterministic case of the official Dream diffusion_generate()
-// (tests/data/oracle/golden/dream_tiny_gqa_f32/diffusion_generate.json) reproduced token for token and step by
-// step, plus the seeded cases' structure and Dream's padding semantics.
+// (tests/data/oracle/golden/dream_tiny_gqa_f32/diffusion_generate.json) reproduced token for token and step
+// by step, plus the seeded cases' structure and Dream's padding semantics.
 #include <gtest/gtest.h>
 
 #include "denoise/schedule.h"
 #include "dllm/dllm.h"
+#include "golden_cases.h"
 #include "test_util.h"
 
 namespace dllm {
@@ -19,35 +20,10 @@ std::shared_ptr<Model> dream() {
   return model;
 }
 
-GenerateParams params_of(const nlohmann::json& kw) {
-  GenerateParams p;
-  p.gen_length = kw["max_new_tokens"];
-  p.steps = kw["steps"];
-  p.temperature = kw.value("temperature", 1.0);  // omitted = 1.0, the config leak (oracle README §9.2)
-  const std::string alg = kw.value("alg", "origin");
-  if (alg == "origin") {
-    p.unmask = Unmask::kRandom;
-    p.transfer = Transfer::kTimestepBernoulli;
-  } else {
-    p.unmask = alg == "maskgit_plus" ? Unmask::kConfidence : alg == "topk_margin" ? Unmask::kMargin : Unmask::kEntropy;
-    p.transfer = Transfer::kTimestep;
-  }
-  if (kw.contains("top_k")) p.top_k = kw["top_k"].is_null() ? 0 : kw["top_k"].get<int64_t>();
-  if (kw.contains("top_p") && !kw["top_p"].is_null()) p.top_p = kw["top_p"];
-  if (kw.contains("alg_temp") && !kw["alg_temp"].is_null()) p.alg_temp = kw["alg_temp"];
-  if (kw.contains("eps")) p.eps = kw["eps"];
-  return p;
-}
-
-std::vector<std::vector<int32_t>> prompts_of(const nlohmann::json& c) {
-  std::vector<std::vector<int32_t>> prompts;
-  for (const auto& row : c["prompt"]) prompts.push_back(row.get<std::vector<int32_t>>());
-  return prompts;
-}
-
 std::vector<nlohmann::json> cases(bool deterministic) {
   std::vector<nlohmann::json> out;
-  for (auto& c : test::read_cases(test::data_path("oracle/golden/dream_tiny_gqa_f32/diffusion_generate.json")))
+  for (auto& c :
+       test::read_cases(test::data_path("oracle/golden/dream_tiny_gqa_f32/diffusion_generate.json")))
     if (c["deterministic"].get<bool>() == deterministic) out.push_back(c);
   return out;
 }
@@ -63,14 +39,15 @@ class DreamGolden : public ::testing::TestWithParam<nlohmann::json> {};
 
 TEST_P(DreamGolden, ReproducesTokensAndTrajectory) {
   const auto& c = GetParam();
-  const auto prompts = prompts_of(c);
+  const auto prompts = test::prompts_of(c);
   const int64_t prompt_len = static_cast<int64_t>(prompts[0].size());
   std::vector<std::vector<std::pair<int64_t, int32_t>>> steps;
   std::vector<int64_t> committed_per_step;
-  auto r = generate(*dream(), prompts, params_of(c["kwargs"]), [&](const StepEvent& ev) {
+  auto r = generate(*dream(), prompts, test::dream_params_of(c["kwargs"]), [&](const StepEvent& ev) {
     std::vector<std::pair<int64_t, int32_t>> changed;
     for (int64_t pos : (*ev.committed)[0])
-      if ((*ev.canvas)[0][pos] != dream()->info().mask_id) changed.emplace_back(pos + prompt_len, (*ev.canvas)[0][pos]);
+      if ((*ev.canvas)[0][pos] != dream()->info().mask_id)
+        changed.emplace_back(pos + prompt_len, (*ev.canvas)[0][pos]);
     committed_per_step.push_back(static_cast<int64_t>((*ev.committed)[0].size()));
     steps.push_back(changed);
     return true;
@@ -120,10 +97,10 @@ TEST(DreamGenerate, TimestepCountsTruncateAsTheReference) {
 // Seeded cases use torch's RNG stream, which no C++ engine reproduces: check their structure instead.
 TEST(DreamGenerate, SeededCasesFillEveryPositionInTheReferenceStepCount) {
   for (const auto& c : cases(false)) {
-    auto p = params_of(c["kwargs"]);
+    auto p = test::dream_params_of(c["kwargs"]);
     p.seed = 7;
-    auto a = generate(*dream(), prompts_of(c), p).value();
-    auto b = generate(*dream(), prompts_of(c), p).value();
+    auto a = generate(*dream(), test::prompts_of(c), p).value();
+    auto b = generate(*dream(), test::prompts_of(c), p).value();
     EXPECT_EQ(a.outputs, b.outputs) << c["id"];
     EXPECT_EQ(a.forwards, c["num_model_calls"].get<int64_t>()) << c["id"];
     ASSERT_EQ(a.outputs[0].size(), c["generated"][0].size());
@@ -134,11 +111,11 @@ TEST(DreamGenerate, SeededCasesFillEveryPositionInTheReferenceStepCount) {
 TEST(DreamGenerate, TopKDefaultIsTheLeakedFifty) {
   // top_k = -1 (default) must equal an explicit 50, and differ from top_k = 0 (none) on some golden case.
   const auto all = cases(true);
-  auto p = params_of(all[0]["kwargs"]);
+  auto p = test::dream_params_of(all[0]["kwargs"]);
   p.top_k = -1;
-  auto def = generate(*dream(), prompts_of(all[0]), p).value();
+  auto def = generate(*dream(), test::prompts_of(all[0]), p).value();
   p.top_k = 50;
-  auto fifty = generate(*dream(), prompts_of(all[0]), p).value();
+  auto fifty = generate(*dream(), test::prompts_of(all[0]), p).value();
   EXPECT_EQ(def.outputs, fifty.outputs);
 }
 
@@ -152,7 +129,8 @@ TEST(DreamGenerate, LeftPaddedBatchRowsEqualTheirUnpaddedRuns) {
   auto a = generate(*dream(), {p0}, p).value();
   auto b = generate(*dream(), {p1}, p).value();
   auto both = generate(*dream(), {p0, p1}, p).value();
-  // The rows share k (batch-mean mask count) and the same number of masks each step, so each equals its own run.
+  // The rows share k (batch-mean mask count) and the same number of masks each step, so each equals its own
+  // run.
   EXPECT_EQ(both.outputs[0], a.outputs[0]);
   EXPECT_EQ(both.outputs[1], b.outputs[0]);
 }

@@ -1,8 +1,9 @@
-// Every deterministic case of the official LLaDA generate() (tests/data/oracle/golden/llada_tiny_f32/generate.json)
-// reproduced token for token.
+// Every deterministic case of the official LLaDA generate()
+// (tests/data/oracle/golden/llada_tiny_f32/generate.json) reproduced token for token.
 #include <gtest/gtest.h>
 
 #include "dllm/dllm.h"
+#include "golden_cases.h"
 #include "test_util.h"
 
 namespace dllm {
@@ -17,30 +18,11 @@ std::shared_ptr<Model> tiny() {
   return model;
 }
 
-GenerateParams params_of(const nlohmann::json& kw) {
-  GenerateParams p;
-  p.steps = kw["steps"];
-  p.gen_length = kw["gen_length"];
-  p.block_length = kw["block_length"];
-  p.temperature = kw["temperature"];
-  p.cfg_scale = kw["cfg_scale"];
-  p.remasking = kw["remasking"] == "random" ? Remasking::kRandom : Remasking::kLowConfidence;
-  p.logits_eos_inf = kw["logits_eos_inf"];
-  p.confidence_eos_eot_inf = kw["confidence_eos_eot_inf"];
-  return p;
-}
-
-std::vector<std::vector<int32_t>> prompts_of(const nlohmann::json& c) {
-  std::vector<std::vector<int32_t>> prompts;
-  for (const auto& row : c["prompt"]) prompts.push_back(row.get<std::vector<int32_t>>());
-  return prompts;
-}
-
 class GoldenCase : public ::testing::TestWithParam<nlohmann::json> {};
 
 TEST_P(GoldenCase, ReproducesTokenForToken) {
   const auto& c = GetParam();
-  const auto result = generate(*tiny(), prompts_of(c), params_of(c["kwargs"]));
+  const auto result = generate(*tiny(), test::prompts_of(c), test::llada_params_of(c["kwargs"]));
   ASSERT_TRUE(result.ok()) << result.error();
   const auto expected = c["generated"].get<std::vector<std::vector<int32_t>>>();
   auto got = result;
@@ -69,12 +51,13 @@ TEST(LladaGenerate, TrajectoryMatchesStepByStep) {
     if (c["prompt"].size() != 1 || c["kwargs"]["cfg_scale"].get<double>() > 0) continue;
     std::vector<std::vector<std::pair<int64_t, int32_t>>> steps;
     const int64_t prompt_len = c["prompt"][0].size();
-    auto r = generate(*tiny(), prompts_of(c), params_of(c["kwargs"]), [&](const StepEvent& ev) {
-      std::vector<std::pair<int64_t, int32_t>> changed;
-      for (int64_t pos : (*ev.committed)[0]) changed.emplace_back(pos + prompt_len, (*ev.canvas)[0][pos]);
-      steps.push_back(changed);
-      return true;
-    });
+    auto r =
+        generate(*tiny(), test::prompts_of(c), test::llada_params_of(c["kwargs"]), [&](const StepEvent& ev) {
+          std::vector<std::pair<int64_t, int32_t>> changed;
+          for (int64_t pos : (*ev.committed)[0]) changed.emplace_back(pos + prompt_len, (*ev.canvas)[0][pos]);
+          steps.push_back(changed);
+          return true;
+        });
     ASSERT_TRUE(r.ok());
     const auto& traj = c["trajectory"];
     ASSERT_EQ(steps.size(), traj.size()) << c["id"];

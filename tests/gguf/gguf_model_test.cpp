@@ -1,12 +1,13 @@
-// GGUF models written by llama.cpp's gguf-py (tests/data/gguf, see its README) against the HF directories and the
-// official goldens: the F32 files must give the same logits as the safetensors directory (LLaDA's q/k rows are
-// un-permuted on load) and reproduce the golden generations; F16 / Q8_0 stay close.
+// GGUF models written by llama.cpp's gguf-py (tests/data/gguf, see its README) against the HF directories and
+// the official goldens: the F32 files must give the same logits as the safetensors directory (LLaDA's q/k
+// rows are un-permuted on load) and reproduce the golden generations; F16 / Q8_0 stay close.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 
 #include "dllm/dllm.h"
+#include "golden_cases.h"
 #include "io/gguf.h"
 #include "io/safetensors.h"
 #include "test_util.h"
@@ -38,8 +39,7 @@ float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
 std::vector<std::vector<int32_t>> forward_ids(const std::string& family) {
   std::vector<std::vector<int32_t>> out;
   const auto golden = test::read_json(test::data_path("oracle/golden/" + family + "/forward.json"));
-  for (const auto& s : golden["sequences"])
-    out.push_back(s["input_ids"].get<std::vector<int32_t>>());
+  for (const auto& s : golden["sequences"]) out.push_back(s["input_ids"].get<std::vector<int32_t>>());
   return out;
 }
 
@@ -87,8 +87,9 @@ TEST(GgufModel, LladaF32MatchesGoldenLogits) {
 TEST(GgufModel, QkRowsArePermutedInTheFile) {
   GgufFile f(test::data_path("gguf/llada_tiny_f32.gguf"));
   SafetensorsFile st(test::data_path("oracle/models/llada_tiny_f32/model.safetensors"));
-  for (auto [gg_name, hf_name] : {std::pair{"blk.1.attn_q.weight", "model.transformer.blocks.1.q_proj.weight"},
-                                  {"blk.1.attn_k.weight", "model.transformer.blocks.1.k_proj.weight"}}) {
+  for (auto [gg_name, hf_name] :
+       {std::pair{"blk.1.attn_q.weight", "model.transformer.blocks.1.q_proj.weight"},
+        {"blk.1.attn_k.weight", "model.transformer.blocks.1.k_proj.weight"}}) {
     const GgufTensor* g = f.find_tensor(gg_name);
     ASSERT_TRUE(g);
     const TensorView& h = st.tensors().at(hf_name);
@@ -99,16 +100,18 @@ TEST(GgufModel, QkRowsArePermutedInTheFile) {
     for (int64_t head = 0; head < 4; ++head)
       for (int64_t j = 0; j < half; ++j)
         for (int64_t t = 0; t < 2; ++t)
-          ASSERT_EQ(std::memcmp(gw + (head * hd + 2 * j + t) * d, hw + (head * hd + t * half + j) * d, d * 4), 0);
+          ASSERT_EQ(std::memcmp(gw + (head * hd + 2 * j + t) * d, hw + (head * hd + t * half + j) * d, d * 4),
+                    0);
   }
 }
 
 TEST(GgufModel, LladaReducedPrecisionFilesStayClose) {
   auto ref = load("gguf/llada_tiny_f32.gguf");
   ASSERT_TRUE(ref);
-  // The tiny random model amplifies weight rounding; tests/data/gguf/README.md measured llama.cpp's own logits on
-  // these files within 0.2 (f16) and 5.4 (q8_0) of the goldens.
-  for (auto [file, tol] : {std::pair{"gguf/llada_tiny_f16.gguf", 0.2f}, {"gguf/llada_tiny_q8_0.gguf", 5.5f}}) {
+  // The tiny random model amplifies weight rounding; tests/data/gguf/README.md measured llama.cpp's own
+  // logits on these files within 0.2 (f16) and 5.4 (q8_0) of the goldens.
+  for (auto [file, tol] :
+       {std::pair{"gguf/llada_tiny_f16.gguf", 0.2f}, {"gguf/llada_tiny_q8_0.gguf", 5.5f}}) {
     auto m = load(file);
     ASSERT_TRUE(m) << file;
     for (const auto& ids : forward_ids("llada_tiny_f32")) {
@@ -125,28 +128,13 @@ TEST(GgufModel, LladaReducedPrecisionFilesStayClose) {
   }
 }
 
-GenerateParams params_of(const nlohmann::json& kw) {
-  GenerateParams p;
-  p.steps = kw["steps"];
-  p.gen_length = kw["gen_length"];
-  p.block_length = kw["block_length"];
-  p.temperature = kw["temperature"];
-  p.cfg_scale = kw["cfg_scale"];
-  p.remasking = kw["remasking"] == "random" ? Remasking::kRandom : Remasking::kLowConfidence;
-  p.logits_eos_inf = kw["logits_eos_inf"];
-  p.confidence_eos_eot_inf = kw["confidence_eos_eot_inf"];
-  return p;
-}
-
 TEST(GgufModel, LladaGoldenGenerationsReproduceFromF32File) {
   auto gg = load("gguf/llada_tiny_f32.gguf");
   ASSERT_TRUE(gg);
   int checked = 0;
   for (const auto& c : test::read_cases(test::data_path("oracle/golden/llada_tiny_f32/generate.json"))) {
     if (!c["deterministic"].get<bool>()) continue;
-    std::vector<std::vector<int32_t>> prompts;
-    for (const auto& row : c["prompt"]) prompts.push_back(row.get<std::vector<int32_t>>());
-    auto r = generate(*gg, prompts, params_of(c["kwargs"]));
+    auto r = generate(*gg, test::prompts_of(c), test::llada_params_of(c["kwargs"]));
     ASSERT_TRUE(r.ok()) << r.error();
     EXPECT_EQ(r->outputs, c["generated"].get<std::vector<std::vector<int32_t>>>()) << c["id"];
     ++checked;
@@ -168,7 +156,8 @@ TEST(GgufModel, DreamF32MatchesGoldenLogits) {
   }
   auto q8 = load("gguf/dream_tiny_gqa_q8_0.gguf");
   ASSERT_TRUE(q8);
-  for (const auto& ids : forward_ids("dream_tiny_gqa_f32")) EXPECT_LT(max_abs_diff(logits(*gg, ids), logits(*q8, ids)), 5.5f);
+  for (const auto& ids : forward_ids("dream_tiny_gqa_f32"))
+    EXPECT_LT(max_abs_diff(logits(*gg, ids), logits(*q8, ids)), 5.5f);
 }
 
 TEST(GgufModel, DreamF32LogitsIdenticalToHfDirectory) {
@@ -181,33 +170,17 @@ TEST(GgufModel, DreamF32LogitsIdenticalToHfDirectory) {
   for (const auto& ids : forward_ids("dream_tiny_gqa_f32")) EXPECT_EQ(logits(*hf, ids), logits(*gg, ids));
 }
 
-// Dream's deterministic golden cases (diffusion_generate.json) from the GGUF F32 file, with the generation settings
-// mapped as tests/denoise/dream_generate_test.cpp does.
+// Dream's deterministic golden cases (diffusion_generate.json) from the GGUF F32 file, with the generation
+// settings mapped as tests/denoise/dream_generate_test.cpp does.
 TEST(GgufModel, DreamGoldenGenerationsReproduceFromF32File) {
   auto gg = load("gguf/dream_tiny_gqa_f32.gguf");
   ASSERT_TRUE(gg);
   int checked = 0;
-  for (const auto& c : test::read_cases(test::data_path("oracle/golden/dream_tiny_gqa_f32/diffusion_generate.json"))) {
+  for (const auto& c :
+       test::read_cases(test::data_path("oracle/golden/dream_tiny_gqa_f32/diffusion_generate.json"))) {
     if (!c["deterministic"].get<bool>()) continue;
-    const auto& kw = c["kwargs"];
-    GenerateParams p;
-    p.gen_length = kw["max_new_tokens"];
-    p.steps = kw["steps"];
-    p.temperature = kw.value("temperature", 1.0);
-    const std::string alg = kw.value("alg", "origin");
-    if (alg == "origin") {
-      p.unmask = Unmask::kRandom;
-      p.transfer = Transfer::kTimestepBernoulli;
-    } else {
-      p.unmask = alg == "maskgit_plus" ? Unmask::kConfidence : alg == "topk_margin" ? Unmask::kMargin : Unmask::kEntropy;
-      p.transfer = Transfer::kTimestep;
-    }
-    if (kw.contains("top_k")) p.top_k = kw["top_k"].is_null() ? 0 : kw["top_k"].get<int64_t>();
-    if (kw.contains("top_p") && !kw["top_p"].is_null()) p.top_p = kw["top_p"];
-    if (kw.contains("alg_temp") && !kw["alg_temp"].is_null()) p.alg_temp = kw["alg_temp"];
-    if (kw.contains("eps")) p.eps = kw["eps"];
-    std::vector<std::vector<int32_t>> prompts;
-    for (const auto& row : c["prompt"]) prompts.push_back(row.get<std::vector<int32_t>>());
+    const GenerateParams p = test::dream_params_of(c["kwargs"]);
+    const auto prompts = test::prompts_of(c);
     auto r = generate(*gg, prompts, p);
     ASSERT_TRUE(r.ok()) << r.error();
     EXPECT_EQ(r->outputs, c["generated"].get<std::vector<std::vector<int32_t>>>()) << c["id"];
