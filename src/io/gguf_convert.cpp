@@ -7,6 +7,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "io/checkpoint.h"
+#include "io/gguf_tokenizer_json.h"
 #include "io/gguf_writer.h"
 #include "io/json_file.h"
 #include "kernels/quant/quant.h"
@@ -20,13 +21,20 @@ namespace {
 // llama_ftype of a file whose 2-D weights are `type` (general.file_type).
 uint32_t file_type_of(GgmlType t) {
   switch (t) {
-    case GgmlType::kF32: return 0;
-    case GgmlType::kF16: return 1;
-    case GgmlType::kQ4_0: return 2;
-    case GgmlType::kQ8_0: return 7;
-    case GgmlType::kQ4_K: return 15;  // Q4_K_M
-    case GgmlType::kQ6_K: return 18;
-    case GgmlType::kBF16: return 32;
+    case GgmlType::kF32:
+      return 0;
+    case GgmlType::kF16:
+      return 1;
+    case GgmlType::kQ4_0:
+      return 2;
+    case GgmlType::kQ8_0:
+      return 7;
+    case GgmlType::kQ4_K:
+      return 15;  // Q4_K_M
+    case GgmlType::kQ6_K:
+      return 18;
+    case GgmlType::kBF16:
+      return 32;
   }
   return 0;
 }
@@ -40,16 +48,20 @@ int64_t block_of(GgmlType t) {
 GgmlType weight_type(GgmlType want, int64_t cols) {
   while (cols % block_of(want) != 0) {
     switch (want) {
-      case GgmlType::kQ4_K: want = GgmlType::kQ4_0; break;
-      default: want = GgmlType::kF16; break;
+      case GgmlType::kQ4_K:
+        want = GgmlType::kQ4_0;
+        break;
+      default:
+        want = GgmlType::kF16;
+        break;
     }
   }
   return want;
 }
 
 struct Entry {
-  std::string name;          // GGUF name
-  const TensorView* source;  // HF tensor
+  std::string name;           // GGUF name
+  const TensorView* source;   // HF tensor
   std::vector<int64_t> dims;  // ggml order
   GgmlType type;
   int64_t permute_heads = 0;  // LLaDA q/k: rows into llama.cpp's adjacent-pair order
@@ -119,6 +131,34 @@ HfModel parse(const Checkpoint& ck, const std::string& arch) {
   return m;
 }
 
+// The Split pre-tokenizer's regex of a tokenizer.json (alone or in a Sequence), or "".
+std::string split_regex(const nlohmann::json& tok) {
+  const auto pre = tok.value("pre_tokenizer", nlohmann::json());
+  auto regex_of = [](const nlohmann::json& p) -> std::string {
+    if (p.is_object() && p.value("type", "") == "Split" && p.contains("pattern") &&
+        p["pattern"].contains("Regex"))
+      return p["pattern"]["Regex"].get<std::string>();
+    return "";
+  };
+  if (pre.is_object() && pre.value("type", "") == "Sequence")
+    for (const auto& p : pre.value("pretokenizers", nlohmann::json::array()))
+      if (auto r = regex_of(p); !r.empty()) return r;
+  return regex_of(pre);
+}
+
+// Whether a tokenizer.json's post-processor puts a special token (BOS) before the text.
+bool post_processor_adds_bos(const nlohmann::json& tok) {
+  const auto pp = tok.value("post_processor", nlohmann::json());
+  auto adds = [](const nlohmann::json& p) {
+    return p.is_object() && p.value("type", "") == "TemplateProcessing" && p.contains("single") &&
+           !p["single"].empty() && p["single"][0].contains("SpecialToken");
+  };
+  if (pp.is_object() && pp.value("type", "") == "Sequence")
+    for (const auto& p : pp.value("processors", nlohmann::json::array()))
+      if (adds(p)) return true;
+  return adds(pp);
+}
+
 // tokenizer.ggml.* from tokenizer.json (byte-level BPE, as llama.cpp's gpt2 vocab), or, without one, the
 // placeholder vocabulary of id literals "<i>" that the oracle files use (llama.cpp needs a vocabulary).
 void write_tokenizer(GgufWriter& w, const std::string& dir, const HfModel& m) {
@@ -126,6 +166,7 @@ void write_tokenizer(GgufWriter& w, const std::string& dir, const HfModel& m) {
   std::vector<int32_t> types(tokens.size(), GgufTokenizer::kUserDefined);
   std::vector<std::string> merges;
   int64_t eot = -1;
+  bool add_bos = m.add_bos;  // the family's default, or what tokenizer.json's post-processor does
   const std::string tj = dir + "/tokenizer.json";
   if (file_exists(tj)) {
     const auto tok = read_json_file(tj);
@@ -134,14 +175,16 @@ void write_tokenizer(GgufWriter& w, const std::string& dir, const HfModel& m) {
     const auto& model = tok.at("model");
     for (auto it = model.at("vocab").begin(); it != model.at("vocab").end(); ++it) {
       const int64_t id = it.value().get<int64_t>();
-      if (id < 0 || id >= m.vocab) fail(tj, ": token '", it.key(), "' has id ", id, " outside the ", m.vocab, " embeddings");
+      if (id < 0 || id >= m.vocab)
+        fail(tj, ": token '", it.key(), "' has id ", id, " outside the ", m.vocab, " embeddings");
       tokens[id] = it.key();
       types[id] = GgufTokenizer::kNormal;
     }
     if (tok.contains("added_tokens"))
       for (const auto& a : tok["added_tokens"]) {
         const int64_t id = a.at("id").get<int64_t>();
-        if (id < 0 || id >= m.vocab) fail(tj, ": added token id ", id, " outside the ", m.vocab, " embeddings");
+        if (id < 0 || id >= m.vocab)
+          fail(tj, ": added token id ", id, " outside the ", m.vocab, " embeddings");
         tokens[id] = a.at("content").get<std::string>();
         types[id] = a.value("special", false) ? GgufTokenizer::kControl : GgufTokenizer::kUserDefined;
         if (tokens[id] == m.eot_text) eot = id;
@@ -151,7 +194,13 @@ void write_tokenizer(GgufWriter& w, const std::string& dir, const HfModel& m) {
         merges.push_back(mg.is_string() ? mg.get<std::string>()
                                         : mg.at(0).get<std::string>() + " " + mg.at(1).get<std::string>());
     w.set_string("tokenizer.ggml.model", "gpt2");
-    w.set_string("tokenizer.ggml.pre", m.arch == "dream" ? "qwen2" : "default");
+    // The pre-tokenizer by the name llama.cpp knows its regex by; a regex it has no name for gets the
+    // family's usual one (llama.cpp, and dllm.cpp reading the file back, then split text slightly
+    // differently).
+    std::string pre = gguf_pre_name_for_regex(split_regex(tok));
+    if (pre.empty()) pre = m.arch == "dream" ? "qwen2" : "default";
+    w.set_string("tokenizer.ggml.pre", pre);
+    add_bos = post_processor_adds_bos(tok);
   } else {
     for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = "<" + std::to_string(i) + ">";
     merges = {"< >"};  // llama.cpp requires the key, gguf-py cannot write an empty array
@@ -169,7 +218,7 @@ void write_tokenizer(GgufWriter& w, const std::string& dir, const HfModel& m) {
   id("eot_token_id", eot);
   id("padding_token_id", m.pad >= 0 ? m.pad : m.eos);
   id("mask_token_id", m.mask);
-  w.set_bool("tokenizer.ggml.add_bos_token", m.add_bos);
+  w.set_bool("tokenizer.ggml.add_bos_token", add_bos);
   w.set_bool("tokenizer.ggml.add_eos_token", false);
   const std::string tc = dir + "/tokenizer_config.json";
   std::string tmpl = "{% for message in messages %}{{ message['content'] }}{% endfor %}";
@@ -183,9 +232,10 @@ void write_tokenizer(GgufWriter& w, const std::string& dir, const HfModel& m) {
 }  // namespace
 
 GgmlType parse_gguf_type(const std::string& name) {
-  static const std::map<std::string, GgmlType> kTypes = {
-      {"f32", GgmlType::kF32},   {"f16", GgmlType::kF16},   {"bf16", GgmlType::kBF16}, {"q8_0", GgmlType::kQ8_0},
-      {"q4_0", GgmlType::kQ4_0}, {"q4_k", GgmlType::kQ4_K}, {"q6_k", GgmlType::kQ6_K}};
+  static const std::map<std::string, GgmlType> kTypes = {{"f32", GgmlType::kF32},   {"f16", GgmlType::kF16},
+                                                         {"bf16", GgmlType::kBF16}, {"q8_0", GgmlType::kQ8_0},
+                                                         {"q4_0", GgmlType::kQ4_0}, {"q4_k", GgmlType::kQ4_K},
+                                                         {"q6_k", GgmlType::kQ6_K}};
   std::string lower = name;
   std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
   auto it = kTypes.find(lower);
@@ -227,17 +277,21 @@ ConvertResult convert_hf_to_gguf(const std::string& hf_dir, const std::string& o
   auto vec = [&](const std::string& name, const std::string& hf, int64_t n) {
     entries.push_back({name, &ck.take(hf, {n}), {n}, GgmlType::kF32});
   };
-  auto mat = [&](const std::string& name, const std::string& hf, int64_t out, int64_t in, int64_t permute = 0) {
+  auto mat = [&](const std::string& name, const std::string& hf, int64_t out, int64_t in,
+                 int64_t permute = 0) {
     const GgmlType t = weight_type(type, in);
     if (t != type) ++result.fallback_tensors;
     entries.push_back({name, &ck.take(hf, {out, in}), {in, out}, t, permute});
   };
   const bool llada = arch == "llada";
-  mat("token_embd.weight", llada ? "model.transformer.wte.weight" : "model.embed_tokens.weight", m.vocab, m.d);
+  mat("token_embd.weight", llada ? "model.transformer.wte.weight" : "model.embed_tokens.weight", m.vocab,
+      m.d);
   vec("output_norm.weight", llada ? "model.transformer.ln_f.weight" : "model.norm.weight", m.d);
   const std::string head = llada ? "model.transformer.ff_out.weight" : "lm_head.weight";
-  if (!m.tied) mat("output.weight", head, m.vocab, m.d);
-  else if (ck.has(head)) ck.take(head, {m.vocab, m.d});  // a copy of the embedding: not written
+  if (!m.tied)
+    mat("output.weight", head, m.vocab, m.d);
+  else if (ck.has(head))
+    ck.take(head, {m.vocab, m.d});  // a copy of the embedding: not written
   for (int64_t i = 0; i < m.layers; ++i) {
     const std::string b = "blk." + std::to_string(i) + ".";
     if (llada) {
@@ -289,7 +343,8 @@ ConvertResult convert_hf_to_gguf(const std::string& hf_dir, const std::string& o
       for (int64_t h = 0; h < e.permute_heads; ++h)
         for (int64_t j = 0; j < half; ++j)
           for (int64_t t = 0; t < 2; ++t)
-            std::copy_n(f32.data() + (h * rhd + t * half + j) * cols, cols, permuted.data() + (h * rhd + 2 * j + t) * cols);
+            std::copy_n(f32.data() + (h * rhd + t * half + j) * cols, cols,
+                        permuted.data() + (h * rhd + 2 * j + t) * cols);
       f32.swap(permuted);
     }
     out.resize(w.tensor_bytes(i));

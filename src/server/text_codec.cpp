@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "model/model_tokenizer.h"
 
 namespace dllm::server {
 
@@ -14,12 +15,16 @@ TextCodec TextCodec::load(const std::string& dir, const ModelInfo& info) {
   c.eot_id_ = info.eot_id;
   c.vocab_size_ = info.vocab_size;
   if (dir.empty()) return c;
-  c.tokenizer_ = Tokenizer::load(dir);
+  c.tokenizer_ = load_model_tokenizer(dir);
   // A tokenizer given apart from the model (serve --tokenizer) may name the end-of-turn token the model's
   // config does not.
   for (const char* name : {"<|eot_id|>", "<|im_end|>"})
     if (c.eot_id_ < 0)
       if (auto id = c.tokenizer_->token_to_id(name)) c.eot_id_ = *id;
+  if (auto chat = gguf_chat_template(dir)) {
+    c.chat_ = std::move(*chat);
+    return c;
+  }
   namespace fs = std::filesystem;
   const fs::path base = fs::is_directory(dir) ? fs::path(dir) : fs::path(dir).parent_path();
   if (fs::exists(base / "tokenizer_config.json") || fs::exists(base / "chat_template.jinja")) {

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "denoise_flags.h"
 #include "io/json_file.h"
+#include "model/model_tokenizer.h"
 #include "server/terminal_view.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -46,7 +47,9 @@ std::vector<int32_t> encode_prompt(const Tokenizer& tok, const std::string& mode
   if (!o.system.empty()) messages.push_back({{"role", "system"}, {"content", o.system}});
   messages.push_back({{"role", "user"}, {"content", text}});
   // The rendered template already holds its special tokens (BOS, role markers): no post-processor on top.
-  return tok.encode(ChatTemplate::load(model_dir).render(messages, /*add_generation_prompt=*/true), false);
+  const auto from_gguf = gguf_chat_template(model_dir);
+  const ChatTemplate chat = from_gguf ? *from_gguf : ChatTemplate::load(model_dir);
+  return tok.encode(chat.render(messages, /*add_generation_prompt=*/true), false);
 }
 
 void run_generate(const GenerateOptions& o) {
@@ -56,9 +59,9 @@ void run_generate(const GenerateOptions& o) {
         "row");
   if (o.chat && o.prompts.empty()) fail("--chat needs a text prompt (-p TEXT)");
   Tokenizer tok;
-  const bool have_tokenizer = file_exists(o.model + "/tokenizer.json");
+  const bool have_tokenizer = has_model_tokenizer(o.model);
   if (have_tokenizer)
-    tok = Tokenizer::load(o.model);
+    tok = load_model_tokenizer(o.model);
   else if (!o.prompts.empty())
     fail(o.model, ": no tokenizer.json, so text prompts are not possible; use --prompt-ids");
   std::vector<std::vector<int32_t>> prompts;

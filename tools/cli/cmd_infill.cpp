@@ -12,6 +12,7 @@
 #include "denoise/infill_template.h"
 #include "denoise_flags.h"
 #include "io/json_file.h"
+#include "model/model_tokenizer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace dllm::cli {
@@ -47,7 +48,7 @@ void run_infill(const InfillOptions& o) {
   if (tmpl.lengths.empty())
     fail("--text has no placeholder: mark the spans to fill with <|mask|> (", o.default_length,
          " tokens) or <|mask:N|> (N tokens)");
-  const Tokenizer tok = Tokenizer::load(o.model);
+  const Tokenizer tok = load_model_tokenizer(o.model);
   auto model = load_model_or_throw(o.model, parse_dtype(o.dtype), o.threads, o.quiet || o.json);
   const ModelInfo& mi = model->info();
   std::vector<int32_t> bos;

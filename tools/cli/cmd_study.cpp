@@ -24,6 +24,7 @@
 #include "command.h"
 #include "common.h"
 #include "core/error.h"
+#include "model/model_tokenizer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace dllm::cli {
@@ -494,7 +495,7 @@ void run_study(const StudyOptions& o) {
   for (const auto& p : parts)
     if (p != "loss" && p != "metric" && p != "grid")
       fail("--parts: '", p, "' is not one of loss, metric, grid");
-  const Tokenizer tok = Tokenizer::load(o.model);
+  const Tokenizer tok = load_model_tokenizer(o.model);
   auto model = load_model_or_throw(o.model, parse_dtype(o.dtype), o.threads, o.quiet);
   const ModelInfo& mi = model->info();
   int64_t files = 0;

@@ -15,6 +15,7 @@
 
 #include "command.h"
 #include "core/error.h"
+#include "model/model_tokenizer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace dllm::cli {
@@ -70,7 +71,7 @@ void run_bench(const Tokenizer& tok, const TokenizeOptions& o) {
 }
 
 void run_tokenize(const TokenizeOptions& o) {
-  Tokenizer tok = Tokenizer::load(o.path);
+  Tokenizer tok = load_model_tokenizer(o.path);
   if (!o.bench_file.empty()) {
     run_bench(tok, o);
     return;
@@ -96,7 +97,7 @@ struct DetokenizeOptions {
 };
 
 void run_detokenize(const DetokenizeOptions& o) {
-  Tokenizer tok = Tokenizer::load(o.path);
+  Tokenizer tok = load_model_tokenizer(o.path);
   std::string line;
   size_t lineno = 0;
   while (std::getline(std::cin, line)) {
@@ -117,7 +118,9 @@ const RegisterCommand kTokenize("tokenize", [](CLI::App& app) {
   auto o = std::make_shared<TokenizeOptions>();
   auto* cmd =
       app.add_subcommand("tokenize", "Text to ids: one JSON string per stdin line -> one JSON array of ids");
-  cmd->add_option("-t,--tokenizer", o->path, "tokenizer.json, or a model directory containing it")
+  cmd->add_option(
+         "-t,--tokenizer", o->path,
+         "tokenizer.json, a model directory containing it, or a .gguf file (its tokenizer.ggml.* vocabulary)")
       ->required();
   cmd->add_flag("--special", o->special, "Add special tokens (run the post-processor, e.g. BOS)");
   cmd->add_option("--bench", o->bench_file, "Instead: encode this file (single thread) and print MB/s");
@@ -129,7 +132,9 @@ const RegisterCommand kDetokenize("detokenize", [](CLI::App& app) {
   auto o = std::make_shared<DetokenizeOptions>();
   auto* cmd =
       app.add_subcommand("detokenize", "Ids to text: one JSON array per stdin line -> one JSON string");
-  cmd->add_option("-t,--tokenizer", o->path, "tokenizer.json, or a model directory containing it")
+  cmd->add_option(
+         "-t,--tokenizer", o->path,
+         "tokenizer.json, a model directory containing it, or a .gguf file (its tokenizer.ggml.* vocabulary)")
       ->required();
   cmd->add_flag("--skip-special", o->skip_special, "Leave out special tokens");
   cmd->callback([o] { run_detokenize(*o); });
