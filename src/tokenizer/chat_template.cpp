@@ -5,22 +5,11 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/file.h"
 #include "tokenizer/jinja.h"
 #include "tokenizer/json_path.h"
 
 namespace dllm {
-
-namespace {
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path, ": cannot open file");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-}  // namespace
 
 ChatTemplate ChatTemplate::from_string(const std::string& source, const nlohmann::json& special_tokens,
                                        const std::string& name) {
@@ -45,7 +34,7 @@ ChatTemplate ChatTemplate::load(const std::string& path) {
   if (fs::exists(config_path)) {
     nlohmann::json cfg;
     try {
-      cfg = nlohmann::json::parse(read_text(config_path));
+      cfg = nlohmann::json::parse(read_whole_file(config_path));
     } catch (const nlohmann::json::parse_error& e) {
       fail(config_path, ": invalid JSON: ", e.what());
     }
@@ -85,7 +74,7 @@ ChatTemplate ChatTemplate::load(const std::string& path) {
     fail(config_path, ": cannot open file");
   }
   if (source.empty() && !jinja_path.empty() && fs::exists(jinja_path)) {
-    source = read_text(jinja_path);
+    source = read_whole_file(jinja_path);
     where = jinja_path;
   }
   if (source.empty()) fail(path, ": no chat_template (in tokenizer_config.json or chat_template.jinja)");

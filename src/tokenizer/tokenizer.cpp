@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "core/error.h"
+#include "core/file.h"
 #include "tokenizer/added_tokens.h"
 #include "tokenizer/bpe_model.h"
 #include "tokenizer/decoders.h"
@@ -43,22 +44,10 @@ struct Tokenizer::Impl {
   }
 };
 
-namespace {
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path, ": cannot open file");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-}  // namespace
-
 Tokenizer Tokenizer::load(const std::string& path) {
   std::string file = path;
   if (std::filesystem::is_directory(path)) file = (std::filesystem::path(path) / "tokenizer.json").string();
-  return from_json_text(read_file(file), file);
+  return from_json_text(read_whole_file(file), file);
 }
 
 Tokenizer Tokenizer::from_json_text(std::string_view json_text, const std::string& name) {

@@ -9,6 +9,7 @@
 #include "command.h"
 #include "common.h"
 #include "core/error.h"
+#include "core/file.h"
 #include "denoise/infill_template.h"
 #include "denoise_flags.h"
 #include "io/json_file.h"
@@ -30,14 +31,6 @@ struct InfillOptions {
   GenerateParams params;
   DenoiseFlags denoise;
 };
-
-std::string read_whole_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path, ": cannot open");
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 void run_infill(const InfillOptions& o) {
   if (!file_exists(o.model + "/tokenizer.json"))

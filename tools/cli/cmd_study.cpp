@@ -24,6 +24,7 @@
 #include "command.h"
 #include "common.h"
 #include "core/error.h"
+#include "core/file.h"
 #include "model/model_tokenizer.h"
 #include "tokenizer/tokenizer.h"
 
@@ -87,14 +88,6 @@ std::vector<T> parse_list(const std::string& text, const char* flag) {
   return out;
 }
 
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path, ": cannot open (the held-out files are read from --heldout-root)");
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // The held-out stream as in tools/train/train.py: every listed file encoded without special tokens, then EOS.
 std::vector<int32_t> heldout_stream(const StudyOptions& o, const Tokenizer& tok, int32_t eos,
                                     int64_t* files) {
@@ -106,7 +99,9 @@ std::vector<int32_t> heldout_stream(const StudyOptions& o, const Tokenizer& tok,
   while (std::getline(list, line)) {
     while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
     if (line.empty() || line[0] == '#') continue;
-    const auto ids = tok.encode(read_bytes(o.heldout_root + "/" + line), /*add_special_tokens=*/false);
+    const auto ids = tok.encode(
+        read_whole_file(o.heldout_root + "/" + line, " (the held-out files are read from --heldout-root)"),
+        /*add_special_tokens=*/false);
     stream.insert(stream.end(), ids.begin(), ids.end());
     stream.push_back(eos);
     ++*files;

@@ -15,6 +15,7 @@
 
 #include "command.h"
 #include "core/error.h"
+#include "core/file.h"
 #include "model/model_tokenizer.h"
 #include "tokenizer/tokenizer.h"
 
@@ -28,14 +29,6 @@ struct TokenizeOptions {
   int repeat = 5;
 };
 
-std::string read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path, ": cannot open file");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 double thread_cpu_seconds() {
   timespec ts{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
@@ -46,7 +39,7 @@ double thread_cpu_seconds() {
 // number). Reports the best wall-clock time and the best CPU time of that thread (what one core achieves when
 // the machine is shared with other work).
 void run_bench(const Tokenizer& tok, const TokenizeOptions& o) {
-  std::string text = read_all(o.bench_file);
+  std::string text = read_whole_file(o.bench_file);
   if (text.empty()) fail(o.bench_file, ": file is empty");
   size_t n_ids = 0;
   double best_wall = 1e30, best_cpu = 1e30;
