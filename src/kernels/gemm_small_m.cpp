@@ -40,7 +40,8 @@ struct F16W {
 
 // Dot products over all of k of R activation rows with C weight rows, added into y[r * n + c] (written when
 // `overwrite`). R x C = 4 x 3 keeps 12 independent accumulator chains (two FMA pipes of latency 4 need at
-// least 8) and 3 weight vectors + 1 activation vector: the 16 ymm registers.
+// least 8) and 3 weight vectors + 1 activation vector: the 16 ymm registers. (A 6 x 2 tile, which widens
+// 16-bit weights once per 6 rows instead of 4, measured 0.8-0.9x of this one.)
 template <class W, int R, int C>
 inline void tile(const float* x, int64_t k, const typename W::T* w, float* y, int64_t n, bool overwrite) {
   __m256 acc[R][C];
