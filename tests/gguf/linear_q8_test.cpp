@@ -1,14 +1,11 @@
 // The 8-bit Q8_0 x Q8_0 matmul: the AVX2 kernel against its scalar reference (the same arithmetic, bit for bit, over
 // every micro-kernel tile shape and row blocking) and against the f32 matmul of the dequantised weights (what
-// activation quantisation costs); timing vs the f32 Linear printed.
+// activation quantisation costs). Speed: bench/micro/matmul_bench.cpp.
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <random>
 
-#include "kernels/linear.h"
 #include "kernels/quant/linear_q8.h"
 #include "kernels/quant/quant.h"
 
@@ -93,35 +90,6 @@ TEST(LinearQ8, DequantizeRowIsTheQ8_0Row) {
   for (int64_t n = 0; n < N; ++n) {
     l.dequantize_row(n, row.data());
     for (int64_t k = 0; k < K; ++k) ASSERT_EQ(row[k], wdq[n * K + k]);
-  }
-}
-
-// Timing (printed, not checked): dllm_gguf_tests --gtest_filter='LinearQ8.Speed*'
-TEST(LinearQ8, SpeedVsF32Linear) {
-  const int64_t N = 2048, K = 2048;
-  const auto w = randn(N * K, 5, 0.02f);
-  const auto q8 = quant::LinearQ8::from_f32(w.data(), N, K);
-  const Linear f32(w.data(), DType::kF32, N, K, ComputeType::kF32);
-  for (int64_t M : {1, 32, 256}) {
-    const auto x = randn(M * K, 9, 1.0f);
-    std::vector<float> y(M * N);
-    auto time = [&](auto&& fn) {
-      fn();
-      double best = 1e9;
-      for (int rep = 0; rep < 7; ++rep) {
-        const auto t0 = std::chrono::steady_clock::now();
-        fn();
-        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-      }
-      return best;
-    };
-    const double tq = time([&] { q8.forward(x.data(), M, y.data()); });
-    const double tf = time([&] { f32.forward(x.data(), M, y.data()); });
-    const double flop = 2.0 * M * N * K;
-    std::printf("[ linear_q8 ] M=%-4lld N=K=2048  q8_0: %7.2f GFLOP/s  f32 (%s): %7.2f GFLOP/s  ratio %.2f  "
-                "weights %.1f MB vs %.1f MB\n",
-                static_cast<long long>(M), flop / tq / 1e9, matmul_backend_name(f32_matmul_backend()), flop / tf / 1e9,
-                tf / tq, q8.weight_bytes() / 1e6, f32.weight_bytes() / 1e6);
   }
 }
 
