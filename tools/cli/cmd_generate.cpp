@@ -18,6 +18,7 @@ namespace {
 
 struct GenerateOptions {
   std::string model = default_model_path();
+  std::string tokenizer;  // empty: the model's own
   std::vector<std::string> prompt_ids;
   std::vector<std::string> prompts;
   bool chat = false;
@@ -40,15 +41,17 @@ std::string answer_text(const Tokenizer& tok, const ModelInfo& info, const std::
 }
 
 // Text prompts -> ids with the model directory's tokenizer (and chat template with --chat).
-std::vector<int32_t> encode_prompt(const Tokenizer& tok, const std::string& model_dir,
-                                   const GenerateOptions& o, const std::string& text) {
+std::vector<int32_t> encode_prompt(const Tokenizer& tok, const std::string& model,
+                                   const std::string& tokenizer, const GenerateOptions& o,
+                                   const std::string& text) {
   if (!o.chat) return tok.encode(text, /*add_special_tokens=*/true);
   nlohmann::json messages = nlohmann::json::array();
   if (!o.system.empty()) messages.push_back({{"role", "system"}, {"content", o.system}});
   messages.push_back({{"role", "user"}, {"content", text}});
   // The rendered template already holds its special tokens (BOS, role markers): no post-processor on top.
-  const auto from_gguf = gguf_chat_template(model_dir);
-  const ChatTemplate chat = from_gguf ? *from_gguf : ChatTemplate::load(model_dir);
+  // The chat template stored in a GGUF model, else tokenizer_config.json beside the tokenizer.
+  const auto from_gguf = o.tokenizer.empty() ? gguf_chat_template(model) : std::nullopt;
+  const ChatTemplate chat = from_gguf ? *from_gguf : ChatTemplate::load(tokenizer);
   return tok.encode(chat.render(messages, /*add_generation_prompt=*/true), false);
 }
 
@@ -59,14 +62,15 @@ void run_generate(const GenerateOptions& o) {
         "row");
   if (o.chat && o.prompts.empty()) fail("--chat needs a text prompt (-p TEXT)");
   Tokenizer tok;
-  const bool have_tokenizer = has_model_tokenizer(o.model);
+  const std::string tokenizer = o.tokenizer.empty() ? o.model : o.tokenizer;
+  const bool have_tokenizer = has_model_tokenizer(tokenizer);
   if (have_tokenizer)
-    tok = load_model_tokenizer(o.model);
+    tok = load_model_tokenizer(tokenizer);
   else if (!o.prompts.empty())
-    fail(o.model, ": no tokenizer.json, so text prompts are not possible; use --prompt-ids");
+    fail(tokenizer, ": no tokenizer.json, so text prompts are not possible; use --prompt-ids or --tokenizer");
   std::vector<std::vector<int32_t>> prompts;
   for (const auto& text : o.prompt_ids) prompts.push_back(parse_ids(text));
-  for (const auto& text : o.prompts) prompts.push_back(encode_prompt(tok, o.model, o, text));
+  for (const auto& text : o.prompts) prompts.push_back(encode_prompt(tok, o.model, tokenizer, o, text));
   GenerateParams params = o.params;
   if (o.remasking == "low_confidence")
     params.remasking = Remasking::kLowConfidence;
@@ -90,7 +94,7 @@ void run_generate(const GenerateOptions& o) {
   std::optional<server::TextCodec> codec;
   std::optional<server::TerminalView> view;
   if (o.visual && !o.json && stdout_is_terminal()) {
-    codec = server::TextCodec::load_if_present(o.model, model->info());
+    codec = server::TextCodec::load_if_present(tokenizer, model->info());
     view.emplace(*codec, stdout);
     on_step = [&](const StepEvent& ev) {
       view->draw(ev);
@@ -135,7 +139,11 @@ void run_generate(const GenerateOptions& o) {
 void setup(CLI::App& app) {
   auto o = std::make_shared<GenerateOptions>();
   auto* cmd = app.add_subcommand("generate", "Generate a completion by denoising a masked canvas");
-  cmd->add_option("-m,--model", o->model, "Model directory (Hugging Face layout)")->capture_default_str();
+  cmd->add_option("-m,--model", o->model, "Model directory (Hugging Face layout) or .gguf file")
+      ->capture_default_str();
+  cmd->add_option("--tokenizer", o->tokenizer,
+                  "tokenizer.json, or a directory with it (+ tokenizer_config.json for --chat), when not the "
+                  "model's own");
   cmd->add_option("-p,--prompt", o->prompts,
                   "Prompt text, encoded with the model's tokenizer.json; repeat for a batch");
   cmd->add_flag("--chat", o->chat, "Wrap the prompt in the model's chat template (tokenizer_config.json)");

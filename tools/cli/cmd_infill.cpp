@@ -21,6 +21,7 @@ namespace {
 
 struct InfillOptions {
   std::string model = default_model_path();
+  std::string tokenizer;  // empty: the model's own
   std::string text;
   int64_t default_length = kDefaultInfillLength;
   bool bos = false;
@@ -33,15 +34,16 @@ struct InfillOptions {
 };
 
 void run_infill(const InfillOptions& o) {
-  if (!file_exists(o.model + "/tokenizer.json"))
-    fail(o.model, ": no tokenizer.json; infill needs a tokenizer");
+  const std::string tokenizer = o.tokenizer.empty() ? o.model : o.tokenizer;
+  if (!has_model_tokenizer(tokenizer))
+    fail(tokenizer, ": no tokenizer.json; infill needs a tokenizer (--tokenizer)");
   // --text is a file when such a file exists, else the text itself.
   const std::string text = file_exists(o.text) ? read_whole_file(o.text) : o.text;
   const InfillTemplate tmpl = parse_infill_template(text, o.default_length);
   if (tmpl.lengths.empty())
     fail("--text has no placeholder: mark the spans to fill with <|mask|> (", o.default_length,
          " tokens) or <|mask:N|> (N tokens)");
-  const Tokenizer tok = load_model_tokenizer(o.model);
+  const Tokenizer tok = load_model_tokenizer(tokenizer);
   auto model = load_model_or_throw(o.model, parse_dtype(o.dtype), o.threads, o.quiet || o.json);
   const ModelInfo& mi = model->info();
   std::vector<int32_t> bos;
@@ -96,7 +98,10 @@ void setup(CLI::App& app) {
       "steps, "
       "threshold/factor and caches apply to the masked positions taken left to right. Prints the filled text "
       "(special tokens such as EOS, which a span may be filled with, are not printed)");
-  cmd->add_option("-m,--model", o->model, "Model directory (Hugging Face layout, with tokenizer.json)")
+  cmd->add_option("--tokenizer", o->tokenizer,
+                  "tokenizer.json, or a directory with it, when not the model's own");
+  cmd->add_option("-m,--model", o->model,
+                  "Model directory (Hugging Face layout, with tokenizer.json) or .gguf file")
       ->capture_default_str();
   cmd->add_option("--text", o->text, "The text with placeholders, or a file holding it")->required();
   cmd->add_option("--default-length", o->default_length, "Tokens per <|mask|> placeholder")
