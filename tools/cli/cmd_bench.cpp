@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <numeric>
 
@@ -68,6 +69,17 @@ void run_bench(const BenchOptions& o) {
     model = make_random_model(find_shape(o.shape), o.layers, requested, 1234);
   }
   const ModelInfo& mi = model->info();
+  const std::string load = loadavg();
+  const double load1 = load.empty() ? 0.0 : std::stod(load);
+  const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
+  const bool passive =
+      wait_policy && (std::string(wait_policy) == "PASSIVE" || std::string(wait_policy) == "passive");
+  if (!o.json && load1 >= 0.5)
+    std::fprintf(
+        stderr,
+        "dllm: warning: load average %s before the run: while other work shares the cores, these numbers are "
+        "low and noisy%s\n",
+        load.c_str(), passive ? "" : " (OMP_WAIT_POLICY=PASSIVE stops OpenMP threads spinning against it)");
   // The VM's clock and share of the host vary from second to second: measure the peak before and after the
   // timed forwards and use the higher reading, so that a slow moment does not inflate the fractions.
   double peak_f32 = measure_f32_fma_peak_gflops(0.5);
@@ -133,6 +145,7 @@ void run_bench(const BenchOptions& o) {
                           {"products", products},
                           {"matmul_backend", backend},
                           {"threads", omp_get_max_threads()},
+                          {"load_average_before", load},
                           {"layers", mi.n_layers},
                           {"batch", o.batch},
                           {"tokens", o.tokens},

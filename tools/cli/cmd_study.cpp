@@ -148,13 +148,6 @@ std::string command_line() {
   return out;
 }
 
-std::string loadavg() {
-  std::ifstream in("/proc/loadavg");
-  std::string a, b, c;
-  in >> a >> b >> c;
-  return a + " " + b + " " + c;
-}
-
 // ---- loss: masked-token CE / accuracy over all consecutive windows at fixed ratios ----
 nlohmann::json run_loss(Model& model, const std::vector<int32_t>& stream, const StudyOptions& o) {
   const ModelInfo& mi = model.info();

@@ -4,18 +4,20 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <sstream>
-
-#include <CLI/CLI.hpp>
 
 #include "core/error.h"
 #include "model/transformer.h"
 
 namespace dllm::cli {
 
-std::string default_model_path() { return std::string(DLLM_SOURCE_DIR) + "/models/demo"; }
+std::string default_model_path() {
+  return std::string(DLLM_SOURCE_DIR) + "/models/demo";
+}
 
 std::vector<int32_t> parse_ids(const std::string& text) {
   std::vector<int32_t> ids;
@@ -45,7 +47,16 @@ ComputeType parse_dtype(const std::string& name) {
   fail("--dtype: '", name, "' is not one of f32, bf16");
 }
 
-std::string dtype_label(ComputeType t) { return t == ComputeType::kBF16 ? "bf16" : "f32"; }
+std::string loadavg() {
+  std::ifstream in("/proc/loadavg");
+  std::string a, b, c;
+  if (!(in >> a >> b >> c)) return "";
+  return a + " " + b + " " + c;
+}
+
+std::string dtype_label(ComputeType t) {
+  return t == ComputeType::kBF16 ? "bf16" : "f32";
+}
 
 namespace {
 std::string& weights_flag() {
@@ -62,16 +73,19 @@ WeightFormat parse_weights(const std::string& name) {
 }
 
 void add_weights_option(CLI::App* cmd) {
-  cmd->add_option("--weights", weights_flag(),
-                  "GGUF weight matrices at run time: auto (quantized files in 8 bits, others as --dtype) | f32 "
-                  "(dequantised at load to --dtype) | q8 (all in 8 bits, Q8_0)")
+  cmd->add_option(
+         "--weights", weights_flag(),
+         "GGUF weight matrices at run time: auto (quantized files in 8 bits, others as --dtype) | f32 "
+         "(dequantised at load to --dtype) | q8 (all in 8 bits, Q8_0)")
       ->capture_default_str();
 }
 
-std::shared_ptr<Model> load_model_or_throw(const std::string& path, ComputeType compute, int threads, bool quiet) {
+std::shared_ptr<Model> load_model_or_throw(const std::string& path, ComputeType compute, int threads,
+                                           bool quiet) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
-    if (path == default_model_path()) fail("no model given (-m DIR) and the demo model ", path, " is not present");
+    if (path == default_model_path())
+      fail("no model given (-m DIR) and the demo model ", path, " is not present");
     fail(path, ": no such file or directory");
   }
   LoadOptions o;
@@ -83,11 +97,14 @@ std::shared_ptr<Model> load_model_or_throw(const std::string& path, ComputeType 
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!quiet) {
     const auto& i = model->info();
-    std::fprintf(stderr, "dllm: %s (%s, %.1fM params, %lld layers, d=%lld, vocab %lld), compute %s%s, %d threads, loaded in %.2f s\n",
+    std::fprintf(stderr,
+                 "dllm: %s (%s, %.1fM params, %lld layers, d=%lld, vocab %lld), compute %s%s, %d threads, "
+                 "loaded in %.2f s\n",
                  path.c_str(), i.architecture.c_str(), i.n_params / 1e6, static_cast<long long>(i.n_layers),
                  static_cast<long long>(i.d_model), static_cast<long long>(i.vocab_size),
                  dtype_label(i.compute).c_str(),
-                 i.compute != compute ? " (bf16 matmul not supported by this CPU)" : "", omp_get_max_threads(), secs);
+                 i.compute != compute ? " (bf16 matmul not supported by this CPU)" : "",
+                 omp_get_max_threads(), secs);
     if (const auto* t = dynamic_cast<const Transformer*>(model.get()))
       std::fprintf(stderr, "dllm: weights %.1f MB, %lld of %lld matrices in 8 bits (--weights %s)\n",
                    t->weight_bytes() / 1e6, static_cast<long long>(t->q8_matrices()),
@@ -96,7 +113,11 @@ std::shared_ptr<Model> load_model_or_throw(const std::string& path, ComputeType 
   return model;
 }
 
-bool stderr_is_terminal() { return ::isatty(2) != 0; }
-bool stdout_is_terminal() { return ::isatty(1) != 0; }
+bool stderr_is_terminal() {
+  return ::isatty(2) != 0;
+}
+bool stdout_is_terminal() {
+  return ::isatty(1) != 0;
+}
 
 }  // namespace dllm::cli

@@ -19,6 +19,9 @@ std::string default_model_path();
 std::vector<int32_t> parse_ids(const std::string& text);
 ComputeType parse_dtype(const std::string& name);  // "f32" | "bf16"
 std::string dtype_label(ComputeType t);
+// /proc/loadavg's 1, 5 and 15 minute averages ("0.00 0.01 0.05"; "" where unreadable): timings are only
+// trustworthy on an idle machine, so the benchmarks print it.
+std::string loadavg();
 // The --dtype help, one text for every command.
 inline constexpr const char* kDtypeHelp =
     "Weights and products: bf16 (16-bit weights, f16 checkpoints stay f16: half the memory; bf16 products "
