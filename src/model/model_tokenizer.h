@@ -14,10 +14,9 @@ namespace dllm {
 bool has_model_tokenizer(const std::string& path);
 
 // Throws dllm::Error naming the file (and, for GGUF, the tokenizer.ggml key) when it cannot be built.
-Tokenizer load_model_tokenizer(const std::string& path);
-
-// A GGUF file's tokenizer.chat_template (with its bos/eos tokens), or nullopt when the file has none or
-// `path` is not a GGUF file (directories: ChatTemplate::load).
-std::optional<ChatTemplate> gguf_chat_template(const std::string& path);
+// With `gguf_chat`, a GGUF file's tokenizer.chat_template (with its bos/eos tokens) is built from the same
+// read of the file; it stays empty when the file has none or `path` is not a GGUF file (directories:
+// ChatTemplate::load).
+Tokenizer load_model_tokenizer(const std::string& path, std::optional<ChatTemplate>* gguf_chat = nullptr);
 
 }  // namespace dllm

@@ -15,14 +15,15 @@ TextCodec TextCodec::load(const std::string& dir, const ModelInfo& info) {
   c.eot_id_ = info.eot_id;
   c.vocab_size_ = info.vocab_size;
   if (dir.empty()) return c;
-  c.tokenizer_ = load_model_tokenizer(dir);
+  std::optional<ChatTemplate> gguf_chat;
+  c.tokenizer_ = load_model_tokenizer(dir, &gguf_chat);
   // A tokenizer given apart from the model (serve --tokenizer) may name the end-of-turn token the model's
   // config does not.
   for (const char* name : {"<|eot_id|>", "<|im_end|>"})
     if (c.eot_id_ < 0)
       if (auto id = c.tokenizer_->token_to_id(name)) c.eot_id_ = *id;
-  if (auto chat = gguf_chat_template(dir)) {
-    c.chat_ = std::move(*chat);
+  if (gguf_chat) {
+    c.chat_ = std::move(gguf_chat);
     return c;
   }
   namespace fs = std::filesystem;

@@ -40,19 +40,15 @@ std::string answer_text(const Tokenizer& tok, const ModelInfo& info, const std::
   return tok.decode(std::span<const int32_t>(ids.data(), end), /*skip_special_tokens=*/true);
 }
 
-// Text prompts -> ids with the model directory's tokenizer (and chat template with --chat).
-std::vector<int32_t> encode_prompt(const Tokenizer& tok, const std::string& model,
-                                   const std::string& tokenizer, const GenerateOptions& o,
+// Text prompts -> ids with the model's tokenizer, through the chat template when there is one (--chat).
+std::vector<int32_t> encode_prompt(const Tokenizer& tok, const ChatTemplate* chat, const GenerateOptions& o,
                                    const std::string& text) {
-  if (!o.chat) return tok.encode(text, /*add_special_tokens=*/true);
+  if (!chat) return tok.encode(text, /*add_special_tokens=*/true);
   nlohmann::json messages = nlohmann::json::array();
   if (!o.system.empty()) messages.push_back({{"role", "system"}, {"content", o.system}});
   messages.push_back({{"role", "user"}, {"content", text}});
   // The rendered template already holds its special tokens (BOS, role markers): no post-processor on top.
-  // The chat template stored in a GGUF model, else tokenizer_config.json beside the tokenizer.
-  const auto from_gguf = o.tokenizer.empty() ? gguf_chat_template(model) : std::nullopt;
-  const ChatTemplate chat = from_gguf ? *from_gguf : ChatTemplate::load(tokenizer);
-  return tok.encode(chat.render(messages, /*add_generation_prompt=*/true), false);
+  return tok.encode(chat->render(messages, /*add_generation_prompt=*/true), false);
 }
 
 void run_generate(const GenerateOptions& o) {
@@ -64,13 +60,16 @@ void run_generate(const GenerateOptions& o) {
   Tokenizer tok;
   const std::string tokenizer = o.tokenizer.empty() ? o.model : o.tokenizer;
   const bool have_tokenizer = has_model_tokenizer(tokenizer);
+  // --chat: the template stored in a GGUF tokenizer (read with it), else tokenizer_config.json beside it.
+  std::optional<ChatTemplate> chat;
   if (have_tokenizer)
-    tok = load_model_tokenizer(tokenizer);
+    tok = load_model_tokenizer(tokenizer, o.chat ? &chat : nullptr);
   else if (!o.prompts.empty())
     fail(tokenizer, ": no tokenizer.json, so text prompts are not possible; use --prompt-ids or --tokenizer");
+  if (o.chat && !chat) chat = ChatTemplate::load(tokenizer);
   std::vector<std::vector<int32_t>> prompts;
   for (const auto& text : o.prompt_ids) prompts.push_back(parse_ids(text));
-  for (const auto& text : o.prompts) prompts.push_back(encode_prompt(tok, o.model, tokenizer, o, text));
+  for (const auto& text : o.prompts) prompts.push_back(encode_prompt(tok, chat ? &*chat : nullptr, o, text));
   GenerateParams params = o.params;
   if (o.remasking == "low_confidence")
     params.remasking = Remasking::kLowConfidence;
