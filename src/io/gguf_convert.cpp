@@ -131,32 +131,34 @@ HfModel parse(const Checkpoint& ck, const std::string& arch) {
   return m;
 }
 
-// The Split pre-tokenizer's regex of a tokenizer.json (alone or in a Sequence), or "".
+// The first non-empty pick(component) of a tokenizer.json component that may be a Sequence of components
+// (listed under `list_key`), or pick's empty value.
+template <class Pick>
+auto first_component(const nlohmann::json& node, const char* list_key, Pick pick) -> decltype(pick(node)) {
+  if (node.is_object() && node.value("type", "") == "Sequence")
+    for (const auto& part : node.value(list_key, nlohmann::json::array()))
+      if (auto r = pick(part); r != decltype(r){}) return r;
+  return pick(node);
+}
+
+// The Split pre-tokenizer's regex of a tokenizer.json, or "".
 std::string split_regex(const nlohmann::json& tok) {
-  const auto pre = tok.value("pre_tokenizer", nlohmann::json());
-  auto regex_of = [](const nlohmann::json& p) -> std::string {
-    if (p.is_object() && p.value("type", "") == "Split" && p.contains("pattern") &&
-        p["pattern"].contains("Regex"))
-      return p["pattern"]["Regex"].get<std::string>();
-    return "";
-  };
-  if (pre.is_object() && pre.value("type", "") == "Sequence")
-    for (const auto& p : pre.value("pretokenizers", nlohmann::json::array()))
-      if (auto r = regex_of(p); !r.empty()) return r;
-  return regex_of(pre);
+  return first_component(tok.value("pre_tokenizer", nlohmann::json()), "pretokenizers",
+                         [](const nlohmann::json& p) -> std::string {
+                           if (p.is_object() && p.value("type", "") == "Split" && p.contains("pattern") &&
+                               p["pattern"].contains("Regex"))
+                             return p["pattern"]["Regex"].get<std::string>();
+                           return "";
+                         });
 }
 
 // Whether a tokenizer.json's post-processor puts a special token (BOS) before the text.
 bool post_processor_adds_bos(const nlohmann::json& tok) {
-  const auto pp = tok.value("post_processor", nlohmann::json());
-  auto adds = [](const nlohmann::json& p) {
-    return p.is_object() && p.value("type", "") == "TemplateProcessing" && p.contains("single") &&
-           !p["single"].empty() && p["single"][0].contains("SpecialToken");
-  };
-  if (pp.is_object() && pp.value("type", "") == "Sequence")
-    for (const auto& p : pp.value("processors", nlohmann::json::array()))
-      if (adds(p)) return true;
-  return adds(pp);
+  return first_component(
+      tok.value("post_processor", nlohmann::json()), "processors", [](const nlohmann::json& p) {
+        return p.is_object() && p.value("type", "") == "TemplateProcessing" && p.contains("single") &&
+               !p["single"].empty() && p["single"][0].contains("SpecialToken");
+      });
 }
 
 // tokenizer.ggml.* from tokenizer.json (byte-level BPE, as llama.cpp's gpt2 vocab), or, without one, the

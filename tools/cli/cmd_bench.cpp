@@ -128,14 +128,15 @@ void run_bench(const BenchOptions& o) {
   const int64_t matrices = transformer ? transformer->matrices() : 0;
   std::string weights = dtype_label(mi.compute);
   std::string backend = bf16_math ? "oneDNN" : matmul_backend_name(f32_matmul_backend());
+  std::string products = bf16_math ? "bf16" : "f32";
   if (q8 > 0 && q8 == matrices) {
     weights = "8-bit Q8_0";
     backend = "LinearQ8 (AVX2 int8)";
+    products = "int8";
   } else if (q8 > 0) {
     weights += " + 8-bit Q8_0 (" + std::to_string(q8) + " of " + std::to_string(matrices) + " matrices)";
     backend += " + LinearQ8 (AVX2 int8)";
   }
-  const std::string products = q8 == matrices && q8 > 0 ? "int8" : bf16_math ? "bf16" : "f32";
 
   if (o.json) {
     nlohmann::json out = {{"model", mi.path},
