@@ -18,19 +18,21 @@
 
 namespace dllm {
 
-// How matmuls run. kF32 is exact (f32 weights and activations); kBF16 keeps weights and activations in bf16 with
-// f32 accumulation, the fast path on CPUs with AVX512_BF16.
-enum class ComputeType { kF32, kBF16 };
+// The precision weights are held and multiplied in (--dtype). kAuto keeps the checkpoint's: f32 files run in f32
+// (the exact path), bf16 / f16 files stay 16-bit, quantized GGUF tensors as LoadOptions::weights says. kF32 forces
+// f32 weights and activations; kBF16 forces 16-bit weights (f16 stays f16) with bf16 activations and f32
+// accumulation where the CPU has AVX512_BF16, f32 products on the 16-bit weights elsewhere.
+enum class Precision { kAuto, kF32, kBF16 };
 
 // How the weight matrices of a GGUF file are held at run time (docs/gguf.md, "Quantized weights at run time").
 enum class WeightFormat {
-  kAuto,        // quantized tensors (Q8_0, Q4_0, Q4_K, Q6_K) in 8 bits, plain ones (F32/F16/BF16) as `compute`
-  kDequantize,  // every matrix dequantised once, at load, to `compute` (f32 or bf16)
+  kAuto,        // quantized tensors (Q8_0, Q4_0, Q4_K, Q6_K) in 8 bits, plain ones (F32/F16/BF16) as `precision`
+  kDequantize,  // every matrix dequantised once, at load, to `precision` (f32 or bf16)
   kQ8,          // every matrix in 8 bits (Q8_0 kept, the others quantised to Q8_0 at load); GGUF files only
 };
 
 struct LoadOptions {
-  ComputeType compute = ComputeType::kBF16;
+  Precision precision = Precision::kAuto;
   int threads = 0;  // 0 = all cores
   WeightFormat weights = WeightFormat::kAuto;
 };
@@ -44,7 +46,8 @@ struct ModelInfo {
   int64_t n_params = 0;
   int32_t mask_id = -1, eos_id = -1, eot_id = -1, bos_id = -1, pad_id = -1;
   bool shift_logits = false;  // Dream: position i is predicted by the output at i-1
-  ComputeType compute = ComputeType::kF32;
+  Precision precision = Precision::kF32;  // as loaded: kF32 or kBF16, never kAuto
+  std::string precision_reason;           // why: "the checkpoint's weights are F32", "forced by --dtype", ...
 };
 
 class KvCache;  // per-layer keys/values of a sequence (src/cache/kv_cache.h); owned by the caller

@@ -26,6 +26,11 @@ class Checkpoint {
   // or shaped differently.
   const TensorView& take(const std::string& name, const std::vector<int64_t>& expected_shape);
   bool has(const std::string& name) const { return tensors_.count(name) != 0; }
+  // The tensor without marking it used, or nullptr.
+  const TensorView* find(const std::string& name) const {
+    auto it = tensors_.find(name);
+    return it == tensors_.end() ? nullptr : it->second;
+  }
   // Fails when a tensor was never taken (an extra tensor means the config and the weights disagree).
   void check_all_used() const;
 

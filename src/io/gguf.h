@@ -17,34 +17,10 @@
 #include <variant>
 #include <vector>
 
+#include "core/ggml_types.h"
 #include "io/mapped_file.h"
 
 namespace dllm {
-
-// ggml_type ids as stored in tensor infos (ggml.h). Only the ones dllm reads have a GgmlTypeInfo.
-enum class GgmlType : uint32_t {
-  kF32 = 0,
-  kF16 = 1,
-  kQ4_0 = 2,
-  kQ8_0 = 8,
-  kQ4_K = 12,
-  kQ6_K = 14,
-  kBF16 = 30,
-};
-
-struct GgmlTypeInfo {
-  GgmlType type;
-  std::string_view name;  // "Q8_0"
-  int64_t block_elems;    // elements per block (1 for plain floats)
-  size_t block_bytes;     // bytes per block
-};
-
-// The layout of a supported type, or nullptr (unknown or unsupported id).
-const GgmlTypeInfo* ggml_type_info(uint32_t id);
-// ggml's name of any type id ("Q5_K", "IQ2_XXS", ...), or "" when the id is unknown to ggml.
-std::string_view ggml_type_name(uint32_t id);
-// Bytes of a row of n elements; throws when n is not a whole number of blocks.
-size_t ggml_row_bytes(GgmlType type, int64_t n);
 
 // Metadata value types (gguf_type).
 enum class GgufValueType : uint32_t {

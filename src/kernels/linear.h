@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "core/dtype.h"
-#include "dllm/dllm.h"
+#include "core/compute_type.h"
 
 namespace dllm {
 

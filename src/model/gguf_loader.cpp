@@ -1,12 +1,8 @@
 // GGUF models (llama.cpp's layout) mapped onto the shared Transformer: the same TransformerConfig and
-// TransformerWeights as the Hugging Face loaders (llada.cpp, dream.cpp) build, from llama.cpp's metadata keys and
-// tensor names. docs/gguf.md lists the mapping.
-//   token_embd (vocab, d)   output_norm (d)   output (vocab, d), absent = tied to token_embd
-//   blk.N.attn_norm / ffn_norm (d), attn_q (n_heads*hd, d), attn_k / attn_v (n_kv_heads*hd, d) [+ .bias for Dream],
-//   attn_output (d, n_heads*hd), ffn_gate / ffn_up (ffn, d), ffn_down (d, ffn)
-// llama.cpp runs LLaDA with adjacent-pair RoPE, so its converter permutes the rows of LLaDA's attn_q / attn_k
-// within each head; this engine rotates halves (NeoX, as HF does), so the permutation is undone here. Dream is
-// stored unpermuted (llama.cpp runs it with NeoX RoPE).
+// TransformerWeights as the Hugging Face loader builds, from llama.cpp's metadata keys and the GGUF names of the
+// family's tensor table (model/family.h; docs/gguf.md lists the mapping). An output tensor that is absent means
+// the head is tied to token_embd. Tensors the table stores transformed (LLaDA's q/k rows in llama.cpp's
+// adjacent-pair RoPE order) are put back in HF order here.
 // Weight matrices (LoadOptions::weights): kAuto keeps quantized tensors in 8 bits (quant::LinearQ8: Q8_0 blocks as
 // stored, Q4_0 / Q4_K / Q6_K dequantised and requantised to Q8_0) and plain ones as Linear; kDequantize dequantises
 // everything once, here, into the Linear's packed weights; kQ8 puts every matrix in 8 bits. An 8-bit token_embd
@@ -19,30 +15,12 @@
 #include "core/error.h"
 #include "io/gguf.h"
 #include "kernels/quant/quant.h"
-#include "model/transformer.h"
+#include "model/family.h"
+#include "model/precision.h"
 
 namespace dllm {
 
 namespace {
-
-struct Family {
-  std::string name;
-  bool permuted_qk;  // LLaDA: q/k rows in llama.cpp's adjacent-pair order
-  bool qkv_bias;
-  bool shift_logits;  // default when diffusion.shift_logits is absent
-  float rms_eps;      // default epsilon
-  const char* eot_text;
-};
-
-const Family* find_family(const std::string& arch) {
-  static const Family kFamilies[] = {
-      {"llada", true, false, false, 1e-5f, "<|eot_id|>"},
-      {"dream", false, true, true, 1e-6f, "<|im_end|>"},
-  };
-  for (const auto& f : kFamilies)
-    if (f.name == arch) return &f;
-  return nullptr;
-}
 
 std::optional<DType> plain_dtype(GgmlType t) {
   switch (t) {
@@ -72,19 +50,21 @@ class TensorTaker {
   }
   bool has(const std::string& name) const { return file_->find_tensor(name) != nullptr; }
 
-  // The whole tensor as f32 (dequantised when quantized), LLaDA's q/k rows put back when unpermute_heads > 0.
-  std::vector<float> f32(const GgufTensor& t, int64_t unpermute_heads = 0) const {
+  // The whole tensor as f32 (dequantised when quantized), rows put back in HF order when rope_heads > 0.
+  std::vector<float> f32(const GgufTensor& t, int64_t rope_heads = 0) const {
     std::vector<float> out(static_cast<size_t>(t.numel()));
     quant::dequantize(t.type, t.data, out.data(), t.numel());
-    if (unpermute_heads == 0) return out;
+    if (rope_heads == 0) return out;
     const int64_t rows = t.dims.size() == 2 ? t.dims[1] : 1, in = t.dims[0];
-    const auto bytes = unpermute_rows(reinterpret_cast<const uint8_t*>(out.data()), in * sizeof(float),
-                                      unpermute_heads, rows, t.name);
+    const auto bytes = unpermute(reinterpret_cast<const uint8_t*>(out.data()), in * sizeof(float), rows, rope_heads,
+                                 t.name);
     std::memcpy(out.data(), bytes.data(), bytes.size());
     return out;
   }
 
-  std::vector<float> vector(const std::string& name, int64_t size) { return f32(take(name, {size})); }
+  std::vector<float> vector(const std::string& name, const std::vector<int64_t>& shape) {
+    return f32(take(name, shape));
+  }
 
   // Whether a matrix with `in` columns is held in 8 bits (rows must be whole Q8_0 blocks).
   bool want_q8(const GgufTensor& t, int64_t in) const {
@@ -93,23 +73,23 @@ class TensorTaker {
   }
 
   // The tensor as 8-bit weights: Q8_0 blocks as stored (whole rows moved when un-permuting), else through f32.
-  quant::LinearQ8 q8(const GgufTensor& t, int64_t out, int64_t in, int64_t unpermute_heads = 0) const {
+  quant::LinearQ8 q8(const GgufTensor& t, int64_t out, int64_t in, int64_t rope_heads = 0) const {
     if (t.type == GgmlType::kQ8_0) {
-      if (unpermute_heads == 0) return quant::LinearQ8::from_q8_0(t.data, out, in);
-      const auto rows = unpermute_rows(t.data, ggml_row_bytes(t.type, in), unpermute_heads, out, t.name);
+      if (rope_heads == 0) return quant::LinearQ8::from_q8_0(t.data, out, in);
+      const auto rows = unpermute(t.data, ggml_row_bytes(t.type, in), out, rope_heads, t.name);
       return quant::LinearQ8::from_q8_0(rows.data(), out, in);
     }
-    const std::vector<float> w = f32(t, unpermute_heads);
+    const std::vector<float> w = f32(t, rope_heads);
     return quant::LinearQ8::from_f32(w.data(), out, in);
   }
 
-  MatMul linear(const std::string& name, int64_t out, int64_t in, ComputeType ct, int64_t unpermute_heads = 0) {
+  MatMul linear(const std::string& name, int64_t out, int64_t in, ComputeType ct, int64_t rope_heads = 0) {
     const GgufTensor& t = take(name, {out, in});
-    if (want_q8(t, in)) return q8(t, out, in, unpermute_heads);
-    if (unpermute_heads == 0)
+    if (want_q8(t, in)) return q8(t, out, in, rope_heads);
+    if (rope_heads == 0)
       if (auto dt = plain_dtype(t.type); dt && reinterpret_cast<uintptr_t>(t.data) % dtype_size(*dt) == 0)
         return Linear(t.data, *dt, out, in, ct);
-    const std::vector<float> w = f32(t, unpermute_heads);
+    const std::vector<float> w = f32(t, rope_heads);
     return Linear(w.data(), DType::kF32, out, in, ct);
   }
 
@@ -120,21 +100,9 @@ class TensorTaker {
   }
   void set_arch(const std::string& a) { arch_ = a; }
 
-  // llama.cpp's LLaDA converter stores row h*hd + 2j + t of a head where HF has row h*hd + t*hd/2 + j
-  // (W.reshape(n_head, 2, hd/2, d).swapaxes(1, 2)); this puts the rows back. Rows move whole, so it works on
-  // any row layout: f32 rows, or Q8_0 rows of blocks.
-  std::vector<uint8_t> unpermute_rows(const uint8_t* w, size_t row_bytes, int64_t heads, int64_t out,
-                                      const std::string& name) const {
-    if (out % heads != 0 || (out / heads) % 2 != 0)
-      fail(file_->path(), ": tensor '", name, "': ", out, " rows do not split into ", heads, " heads of even size");
-    const int64_t hd = out / heads, half = hd / 2;
-    std::vector<uint8_t> r(static_cast<size_t>(out) * row_bytes);
-    for (int64_t h = 0; h < heads; ++h)
-      for (int64_t j = 0; j < half; ++j)
-        for (int64_t t = 0; t < 2; ++t)
-          std::memcpy(r.data() + (h * hd + t * half + j) * row_bytes, w + (h * hd + 2 * j + t) * row_bytes,
-                      row_bytes);
-    return r;
+  std::vector<uint8_t> unpermute(const uint8_t* w, size_t row_bytes, int64_t rows, int64_t heads,
+                                 const std::string& name) const {
+    return permute_rope_rows(w, row_bytes, rows, heads, /*to_gguf=*/false, file_->path() + ": tensor '" + name + "'");
   }
 
  private:
@@ -183,7 +151,7 @@ std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
   const GgufFile& f = *file;
   const std::string arch = f.get_string("general.architecture");
   const Family* fam = find_family(arch);
-  if (!fam) f.fail_key("general.architecture", "= '" + arch + "' is not supported (supported: llada, dream)");
+  if (!fam) f.fail_key("general.architecture", "= '" + arch + "' is not supported (supported: " + family_names() + ")");
   const std::string a = arch + ".";
 
   TransformerConfig c;
@@ -216,19 +184,21 @@ std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
   m.ffn_hidden = positive(f, a + "feed_forward_length");
   m.max_seq_len = f.has(a + "context_length") ? positive(f, a + "context_length") : 4096;
   const double theta = f.find_float(a + "rope.freq_base").value_or(10000.0);
-  const double eps = f.find_float(a + "attention.layer_norm_rms_epsilon").value_or(fam->rms_eps);
+  const double eps = f.find_float(a + "attention.layer_norm_rms_epsilon").value_or(fam->gguf_rms_eps);
   if (!(theta > 0) || !(theta <= std::numeric_limits<float>::max()))
     f.fail_key(a + "rope.freq_base", "must be > 0 and finite, got " + std::to_string(theta));
   if (!(eps > 0) || !(eps <= 1))
     f.fail_key(a + "attention.layer_norm_rms_epsilon", "must be in (0, 1], got " + std::to_string(eps));
   c.rope_theta = static_cast<float>(theta);
   c.rms_eps = static_cast<float>(eps);
-  c.qkv_bias = fam->qkv_bias;
+  for (const TensorSpec& spec : fam->tensors) c.qkv_bias |= spec.role == TensorRole::kQBias;
 
-  const GgufTensor* emb = f.find_tensor("token_embd.weight");
-  if (!emb) fail(path, ": missing tensor 'token_embd.weight'");
+  const std::string emb_name = find_spec(*fam, TensorRole::kEmbedding).gguf;
+  const std::string head_name = find_spec(*fam, TensorRole::kHead).gguf;
+  const GgufTensor* emb = f.find_tensor(emb_name);
+  if (!emb) fail(path, ": missing tensor '", emb_name, "'");
   if (emb->dims.size() != 2 || emb->dims[0] != m.d_model)
-    fail(path, ": tensor 'token_embd.weight' has ggml shape ", emb->dims_string(), " but embedding_length is ",
+    fail(path, ": tensor '", emb_name, "' has ggml shape ", emb->dims_string(), " but embedding_length is ",
          m.d_model);
   m.vocab_size = emb->dims[1];
   if (auto v = f.find_uint(a + "vocab_size"); v && *v > static_cast<uint64_t>(m.vocab_size))
@@ -245,10 +215,12 @@ std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
       f.fail_key(k, "= " + std::to_string(v) + " is outside the vocabulary [0, " + std::to_string(m.vocab_size) + ")");
     return static_cast<int32_t>(v);
   };
-  if (!f.has("tokenizer.ggml.mask_token_id") && arch != "llada")
+  if (!f.has("tokenizer.ggml.mask_token_id") && !fam->default_mask_id)
     f.fail_key("tokenizer.ggml.mask_token_id", "is missing (a diffusion model needs its [MASK] id)");
-  m.mask_id = id("mask_token_id", 126336);  // LLaDA's HF config default
-  if (m.mask_id >= m.vocab_size) f.fail_key("tokenizer.ggml.mask_token_id", "is missing and LLaDA's default 126336 is outside the vocabulary");
+  m.mask_id = id("mask_token_id", fam->default_mask_id.value_or(-1));
+  if (m.mask_id >= m.vocab_size)
+    f.fail_key("tokenizer.ggml.mask_token_id", "is missing and " + arch + "'s default " + std::to_string(m.mask_id) +
+                                                   " is outside the vocabulary");
   m.eos_id = id("eos_token_id", -1);
   m.pad_id = id("padding_token_id", m.eos_id);
   m.bos_id = id("bos_token_id", -1);
@@ -257,49 +229,47 @@ std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
     for (size_t i = 0; i < tok->tokens.size() && static_cast<int64_t>(i) < m.vocab_size; ++i)
       if (tok->tokens[i] == fam->eot_text) m.eot_id = static_cast<int32_t>(i);
   m.shift_logits = f.find_bool("diffusion.shift_logits").value_or(fam->shift_logits);
-  m.compute = options.compute;
-  const ComputeType ct = m.compute;
+  c.tied_head = !f.find_tensor(head_name);  // llama.cpp ties the head to token_embd when output is absent
 
-  const int64_t d = m.d_model, q_dim = m.n_heads * m.head_dim, kv_dim = m.n_kv_heads * m.head_dim;
+  // The precision from the stored types of the weight matrices that stay plain (quantized ones stay 8-bit).
+  std::vector<std::string> stored;
+  for (const auto& t : f.tensors())
+    if (t.dims.size() == 2 && t.name != emb_name)
+      stored.emplace_back(ggml_type_info(static_cast<uint32_t>(t.type))->name);
+  const ResolvedPrecision precision = resolve_precision(options.precision, stored);
+  const ComputeType ct = precision.compute;
+  m.precision = ct == ComputeType::kF32 ? Precision::kF32 : Precision::kBF16;
+  m.precision_reason = precision.reason;
+
   TensorTaker take(file, options.weights);
   take.set_arch(arch);
   TransformerWeights w;
-  const GgufTensor& emb_t = take.take("token_embd.weight", {m.vocab_size, d});
+  const int64_t d = m.d_model;
+  const GgufTensor& emb_t = take.take(emb_name, {m.vocab_size, d});
   if (take.want_q8(emb_t, d))
     w.embedding_q8 = std::make_shared<const quant::LinearQ8>(take.q8(emb_t, m.vocab_size, d));
   else
     set_embedding(w, file, emb_t, m.vocab_size, d);
   for (int64_t i = 0; i < m.n_layers; ++i) {
-    const std::string p = "blk." + std::to_string(i) + ".";
-    LayerWeights L;
-    L.attn_norm = take.vector(p + "attn_norm.weight", d);
-    L.q = take.linear(p + "attn_q.weight", q_dim, d, ct, fam->permuted_qk ? m.n_heads : 0);
-    L.k = take.linear(p + "attn_k.weight", kv_dim, d, ct, fam->permuted_qk ? m.n_kv_heads : 0);
-    L.v = take.linear(p + "attn_v.weight", kv_dim, d, ct);
-    if (fam->qkv_bias) {
-      L.q_bias = take.vector(p + "attn_q.bias", q_dim);
-      L.k_bias = take.vector(p + "attn_k.bias", kv_dim);
-      L.v_bias = take.vector(p + "attn_v.bias", kv_dim);
+    LayerWeights& L = w.layers.emplace_back();
+    for (const TensorSpec& spec : fam->tensors) {
+      if (!is_per_layer(spec.role) || !tensor_present(spec, c)) continue;
+      const std::string name = tensor_name(spec.gguf, i);
+      const auto shape = tensor_shape(spec.role, c);
+      if (MatMul* mat = layer_matrix(L, spec.role))
+        *mat = take.linear(name, shape[0], shape[1], ct, rope_pair_heads(spec, c));
+      else
+        *layer_vector(L, spec.role) = take.vector(name, shape);
     }
-    L.o = take.linear(p + "attn_output.weight", d, q_dim, ct);
-    L.ffn_norm = take.vector(p + "ffn_norm.weight", d);
-    L.gate = take.linear(p + "ffn_gate.weight", m.ffn_hidden, d, ct);
-    L.up = take.linear(p + "ffn_up.weight", m.ffn_hidden, d, ct);
-    L.down = take.linear(p + "ffn_down.weight", d, m.ffn_hidden, ct);
-    w.layers.push_back(std::move(L));
   }
-  w.final_norm = take.vector("output_norm.weight", d);
-  const bool tied = !take.has("output.weight");  // llama.cpp ties the head to token_embd when output is absent
-  if (tied && w.embedding_q8)
+  w.final_norm = take.vector(find_spec(*fam, TensorRole::kOutputNorm).gguf, {d});
+  if (c.tied_head && w.embedding_q8)
     w.head = MatMul(w.embedding_q8);  // one 8-bit copy for the table and the head
   else
-    w.head = tied ? take.linear("token_embd.weight", m.vocab_size, d, ct)
-                  : take.linear("output.weight", m.vocab_size, d, ct);
+    w.head = take.linear(c.tied_head ? emb_name : head_name, m.vocab_size, d, ct);
   take.check_all_used();
 
-  m.n_params = m.vocab_size * d * (tied ? 1 : 2) + d +
-               m.n_layers * (2 * d + d * (q_dim + 2 * kv_dim) + (fam->qkv_bias ? q_dim + 2 * kv_dim : 0) +
-                             q_dim * d + 3 * d * m.ffn_hidden);
+  m.n_params = count_params(*fam, c);
   return std::make_shared<Transformer>(std::move(c), nullptr, std::move(w));
 }
 

@@ -5,16 +5,17 @@
 
 #include "core/error.h"
 #include "kernels/linear.h"
-#include "model/transformer.h"
+#include "model/precision.h"
+#include "model/family.h"
 
 namespace dllm {
 
 const std::vector<ModelShape>& known_shapes() {
   static const std::vector<ModelShape> kShapes = {
-      {"llada-8b", 4096, 32, 32, 32, 12288, 126464, false},
-      {"dream-7b", 3584, 28, 28, 4, 18944, 152064, true},
-      {"llada-1b", 2048, 16, 16, 16, 5632, 126464, false},
-      {"llada-tiny", 128, 3, 4, 4, 384, 512, false},
+      {"llada-8b", "llada", 4096, 32, 32, 32, 12288, 126464},
+      {"dream-7b", "dream", 3584, 28, 28, 4, 18944, 152064},
+      {"llada-1b", "llada", 2048, 16, 16, 16, 5632, 126464},
+      {"llada-tiny", "llada", 128, 3, 4, 4, 384, 512},
   };
   return kShapes;
 }
@@ -44,19 +45,16 @@ std::vector<float> random_vector(std::mt19937_64& rng, size_t n, float stddev) {
   return v;
 }
 
-Linear random_linear(std::mt19937_64& rng, int64_t out, int64_t in, ComputeType ct) {
-  auto w = random_vector(rng, static_cast<size_t>(out * in), 0.02f);
-  return Linear(w.data(), DType::kF32, out, in, ct);
-}
-
 }  // namespace
 
-std::shared_ptr<Model> make_random_model(const ModelShape& shape, int64_t n_layers, ComputeType compute,
+std::shared_ptr<Model> make_random_model(const ModelShape& shape, int64_t n_layers, Precision precision,
                                          uint64_t seed) {
+  const Family* family = find_family(shape.family);
+  if (!family) fail("model shape '", shape.name, "': unknown family '", shape.family, "'");
   TransformerConfig c;
   ModelInfo& m = c.info;
   m.path = "random:" + shape.name;
-  m.architecture = shape.qkv_bias ? "dream" : "llada";
+  m.architecture = family->name;
   m.d_model = shape.d_model;
   m.n_layers = n_layers > 0 ? n_layers : shape.n_layers;
   m.n_heads = shape.n_heads;
@@ -67,45 +65,49 @@ std::shared_ptr<Model> make_random_model(const ModelShape& shape, int64_t n_laye
   m.max_seq_len = 1 << 16;
   m.mask_id = static_cast<int32_t>(shape.vocab_size - 1);
   m.eos_id = m.pad_id = static_cast<int32_t>(shape.vocab_size - 2);
-  m.shift_logits = shape.qkv_bias;
-  m.compute = compute;
-  c.qkv_bias = shape.qkv_bias;
+  m.shift_logits = family->shift_logits;
+  const ComputeType ct = precision == Precision::kF32 ? ComputeType::kF32 : ComputeType::kBF16;
+  m.precision = precision == Precision::kF32 ? Precision::kF32 : Precision::kBF16;
+  m.precision_reason = precision == Precision::kAuto ? "auto: random weights held as bf16, as a real checkpoint"
+                                                     : std::string("requested (--dtype ") + precision_name(precision) + ")";
+  for (const TensorSpec& spec : family->tensors) c.qkv_bias |= spec.role == TensorRole::kQBias;
   c.rope_theta = 500000.0f;
 
   std::mt19937_64 rng(seed);
-  const int64_t d = m.d_model, q_dim = m.n_heads * m.head_dim, kv_dim = m.n_kv_heads * m.head_dim;
   TransformerWeights w;
-  auto emb = random_vector(rng, static_cast<size_t>(m.vocab_size * d), 0.02f);
+  auto random_tensor = [&](TensorRole role) {
+    int64_t n = 1;
+    for (int64_t s : tensor_shape(role, c)) n *= s;
+    return random_vector(rng, static_cast<size_t>(n), 0.02f);
+  };
+  auto emb = random_tensor(TensorRole::kEmbedding);
   w.owned_embedding_data = std::make_shared<std::vector<uint8_t>>(emb.size() * 4);
   std::memcpy(w.owned_embedding_data->data(), emb.data(), emb.size() * 4);
   w.owned_embedding = std::make_shared<TensorView>();
   w.owned_embedding->name = "embedding";
   w.owned_embedding->dtype = DType::kF32;
-  w.owned_embedding->shape = {m.vocab_size, d};
+  w.owned_embedding->shape = {m.vocab_size, m.d_model};
   w.owned_embedding->data = w.owned_embedding_data->data();
   w.owned_embedding->nbytes = w.owned_embedding_data->size();
   w.embedding = w.owned_embedding.get();
-  for (int64_t i = 0; i < m.n_layers; ++i) {
-    LayerWeights L;
-    L.attn_norm.assign(d, 1.0f);
-    L.ffn_norm.assign(d, 1.0f);
-    L.q = random_linear(rng, q_dim, d, m.compute);
-    L.k = random_linear(rng, kv_dim, d, m.compute);
-    L.v = random_linear(rng, kv_dim, d, m.compute);
-    if (c.qkv_bias) {
-      L.q_bias = random_vector(rng, q_dim, 0.02f);
-      L.k_bias = random_vector(rng, kv_dim, 0.02f);
-      L.v_bias = random_vector(rng, kv_dim, 0.02f);
+  w.layers.resize(static_cast<size_t>(m.n_layers));
+  for (auto& L : w.layers)
+    for (const TensorSpec& spec : family->tensors) {
+      if (!is_per_layer(spec.role) || !tensor_present(spec, c)) continue;
+      const auto shape = tensor_shape(spec.role, c);
+      if (MatMul* mat = layer_matrix(L, spec.role)) {
+        const auto v = random_tensor(spec.role);
+        *mat = Linear(v.data(), DType::kF32, shape[0], shape[1], ct);
+      } else if (spec.role == TensorRole::kAttnNorm || spec.role == TensorRole::kFfnNorm) {
+        layer_vector(L, spec.role)->assign(static_cast<size_t>(shape[0]), 1.0f);
+      } else {
+        *layer_vector(L, spec.role) = random_tensor(spec.role);
+      }
     }
-    L.o = random_linear(rng, d, q_dim, m.compute);
-    L.gate = random_linear(rng, m.ffn_hidden, d, m.compute);
-    L.up = random_linear(rng, m.ffn_hidden, d, m.compute);
-    L.down = random_linear(rng, d, m.ffn_hidden, m.compute);
-    w.layers.push_back(std::move(L));
-  }
-  w.final_norm.assign(d, 1.0f);
-  w.head = random_linear(rng, m.vocab_size, d, m.compute);
-  m.n_params = 2 * m.vocab_size * d + m.n_layers * (d * (q_dim + 2 * kv_dim) + q_dim * d + 3 * d * m.ffn_hidden);
+  w.final_norm.assign(static_cast<size_t>(m.d_model), 1.0f);
+  const auto head = random_tensor(TensorRole::kHead);
+  w.head = Linear(head.data(), DType::kF32, m.vocab_size, m.d_model, ct);
+  m.n_params = count_params(*family, c);
   return std::make_shared<Transformer>(std::move(c), nullptr, std::move(w));
 }
 

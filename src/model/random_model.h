@@ -12,15 +12,17 @@ namespace dllm {
 
 struct ModelShape {
   std::string name;
+  std::string family;  // registry name: its tensor table gives the weights
   int64_t d_model, n_layers, n_heads, n_kv_heads, ffn_hidden, vocab_size;
-  bool qkv_bias;
 };
 
 const std::vector<ModelShape>& known_shapes();  // llada-8b, dream-7b, llada-tiny, ...
 const ModelShape& find_shape(const std::string& name);  // error lists the known names
 
-// Weights ~ N(0, 0.02^2), norms 1. n_layers overrides the shape's layer count when > 0.
-std::shared_ptr<Model> make_random_model(const ModelShape& shape, int64_t n_layers, ComputeType compute,
+// Every tensor of the family's table: matrices and biases uniform with std 0.02, norms 1, weights held as
+// `precision` (kAuto = bf16, the default of a real checkpoint of these sizes). n_layers overrides the shape's layer
+// count when > 0.
+std::shared_ptr<Model> make_random_model(const ModelShape& shape, int64_t n_layers, Precision precision,
                                          uint64_t seed);
 
 }  // namespace dllm

@@ -8,19 +8,6 @@
 
 namespace dllm {
 
-std::vector<float> load_vector(Checkpoint& ckpt, const std::string& name, int64_t size) {
-  const TensorView& t = ckpt.take(name, {size});
-  std::vector<float> out(static_cast<size_t>(size));
-  convert_to_f32(t.dtype, t.data, out.data(), out.size());
-  return out;
-}
-
-Linear load_linear(Checkpoint& ckpt, const std::string& name, int64_t out_features, int64_t in_features,
-                   ComputeType compute) {
-  const TensorView& t = ckpt.take(name, {out_features, in_features});
-  return Linear(t.data, t.dtype, out_features, in_features, compute);
-}
-
 Transformer::Transformer(TransformerConfig config, std::unique_ptr<Checkpoint> checkpoint,
                          TransformerWeights weights)
     : config_(std::move(config)),

@@ -2,7 +2,7 @@
 //   x = embed(tokens)
 //   per layer: x += o(attn(rope(q(norm(x))), rope(k(norm(x))), v(norm(x))));  x += down(silu(gate(h)) * up(h))
 //   logits = head(norm(x))
-// An architecture file (llada.cpp, dream.cpp) maps its config.json and tensor names onto this.
+// A family description (model/family.h, model/families/) maps its config.json and tensor names onto this.
 #pragma once
 
 #include <memory>
@@ -22,6 +22,7 @@ struct TransformerConfig {
   float rope_theta = 10000.0f;
   float rms_eps = 1e-5f;
   bool qkv_bias = false;
+  bool tied_head = false;  // the head is the embedding table
 };
 
 struct LayerWeights {
@@ -70,10 +71,5 @@ class Transformer final : public Model {
   std::mutex mutex_;  // one forward at a time; the scratch buffers below are reused across calls
   std::vector<float> x_, h_, q_, k_, v_, att_, gate_, up_;
 };
-
-// Helpers the architecture files use to read weights (convert / check shapes, name the tensor on error).
-std::vector<float> load_vector(Checkpoint& ckpt, const std::string& name, int64_t size);
-Linear load_linear(Checkpoint& ckpt, const std::string& name, int64_t out_features, int64_t in_features,
-                   ComputeType compute);
 
 }  // namespace dllm

@@ -14,7 +14,7 @@ namespace {
 std::shared_ptr<Model> dream() {
   static std::shared_ptr<Model> model = [] {
     LoadOptions o;
-    o.compute = ComputeType::kF32;
+    o.precision = Precision::kF32;
     return Model::load(test::data_path("oracle/models/dream_tiny_gqa_f32"), o).value();
   }();
   return model;

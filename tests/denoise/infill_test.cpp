@@ -16,7 +16,7 @@ const std::string kDemo = std::string(DLLM_SOURCE_DIR) + "/models/demo";
 
 std::shared_ptr<Model> load_f32(const std::string& path) {
   LoadOptions o;
-  o.compute = ComputeType::kF32;
+  o.precision = Precision::kF32;
   return Model::load(path, o).value();
 }
 

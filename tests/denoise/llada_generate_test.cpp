@@ -12,7 +12,7 @@ namespace {
 std::shared_ptr<Model> tiny() {
   static std::shared_ptr<Model> model = [] {
     LoadOptions o;
-    o.compute = ComputeType::kF32;
+    o.precision = Precision::kF32;
     return Model::load(test::data_path("oracle/models/llada_tiny_f32"), o).value();
   }();
   return model;

@@ -13,7 +13,7 @@ namespace {
 
 std::shared_ptr<Model> load(const std::string& name) {
   LoadOptions o;
-  o.compute = ComputeType::kF32;
+  o.precision = Precision::kF32;
   return Model::load(test::data_path("oracle/models/" + name), o).value();
 }
 std::shared_ptr<Model> llada() {

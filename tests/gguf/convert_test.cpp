@@ -8,7 +8,7 @@
 
 #include "dllm/dllm.h"
 #include "gguf_test_util.h"
-#include "io/gguf_convert.h"
+#include "convert/gguf_convert.h"
 #include "test_util.h"
 
 namespace dllm {
@@ -22,7 +22,7 @@ std::vector<float> logits(Model& m, const std::vector<int32_t>& ids) {
 
 std::shared_ptr<Model> load(const std::string& path) {
   LoadOptions o;
-  o.compute = ComputeType::kF32;
+  o.precision = Precision::kF32;
   auto m = Model::load(path, o);
   EXPECT_TRUE(m.ok()) << (m.ok() ? "" : m.error());
   return m.ok() ? m.value() : nullptr;

@@ -15,9 +15,9 @@
 namespace dllm {
 namespace {
 
-std::shared_ptr<Model> load(const std::string& rel, ComputeType ct = ComputeType::kF32) {
+std::shared_ptr<Model> load(const std::string& rel, Precision ct = Precision::kF32) {
   LoadOptions o;
-  o.compute = ct;
+  o.precision = ct;
   auto m = Model::load(test::data_path(rel), o);
   EXPECT_TRUE(m.ok()) << (m.ok() ? "" : m.error());
   return m.ok() ? m.value() : nullptr;

@@ -17,7 +17,7 @@ namespace {
 
 std::shared_ptr<Model> load(const std::string& path, WeightFormat wf) {
   LoadOptions o;
-  o.compute = ComputeType::kF32;
+  o.precision = Precision::kF32;
   o.weights = wf;
   auto m = Model::load(path, o);
   EXPECT_TRUE(m.ok()) << (m.ok() ? "" : m.error());

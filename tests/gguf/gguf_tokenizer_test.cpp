@@ -10,7 +10,7 @@
 #include "core/error.h"
 #include "gguf_test_util.h"
 #include "io/gguf.h"
-#include "io/gguf_convert.h"
+#include "convert/gguf_convert.h"
 #include "io/gguf_tokenizer_json.h"
 #include "model/model_tokenizer.h"
 #include "test_util.h"

@@ -9,6 +9,7 @@
 
 #include "core/dtype.h"
 #include "dllm/error.h"
+#include "io/gguf.h"
 #include "kernels/quant/quant.h"
 #include "test_util.h"
 

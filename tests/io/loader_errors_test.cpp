@@ -178,7 +178,7 @@ class LoaderErrors : public ::testing::Test {
 
   static LoadOptions options() {
     LoadOptions o;
-    o.compute = ComputeType::kF32;
+    o.precision = Precision::kF32;
     return o;
   }
 

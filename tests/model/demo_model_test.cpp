@@ -13,7 +13,7 @@ const std::string kDemo = std::string(DLLM_SOURCE_DIR) + "/models/demo";
 
 TEST(DemoModel, ReproducesRecordedGenerations) {
   LoadOptions o;
-  o.compute = ComputeType::kF32;
+  o.precision = Precision::kF32;
   auto model = Model::load(kDemo, o);
   ASSERT_TRUE(model.ok()) << model.error();
   const Tokenizer tok = Tokenizer::load(kDemo);

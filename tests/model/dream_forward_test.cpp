@@ -11,9 +11,9 @@
 namespace dllm {
 namespace {
 
-std::shared_ptr<Model> dream(ComputeType compute = ComputeType::kF32) {
+std::shared_ptr<Model> dream(Precision compute = Precision::kF32) {
   LoadOptions o;
-  o.compute = compute;
+  o.precision = compute;
   auto m = Model::load(test::data_path("oracle/models/dream_tiny_gqa_f32"), o);
   EXPECT_TRUE(m.ok()) << (m.ok() ? "" : m.error());
   return m.value();

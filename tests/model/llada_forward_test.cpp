@@ -9,9 +9,9 @@
 namespace dllm {
 namespace {
 
-std::shared_ptr<Model> load_tiny(ComputeType compute) {
+std::shared_ptr<Model> load_tiny(Precision compute) {
   LoadOptions o;
-  o.compute = compute;
+  o.precision = compute;
   auto m = Model::load(test::data_path("oracle/models/llada_tiny_f32"), o);
   EXPECT_TRUE(m.ok()) << (m.ok() ? "" : m.error());
   return m.value();
@@ -24,7 +24,7 @@ float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 TEST(LladaForward, LogitsMatchGoldenF32) {
-  auto model = load_tiny(ComputeType::kF32);
+  auto model = load_tiny(Precision::kF32);
   const auto golden = test::read_json(test::data_path("oracle/golden/llada_tiny_f32/forward.json"));
   for (const auto& seq : golden["sequences"]) {
     const auto ids = seq["input_ids"].get<std::vector<int32_t>>();
@@ -46,7 +46,7 @@ TEST(LladaForward, LogitsMatchGoldenF32) {
 }
 
 TEST(LladaForward, HiddenStatesMatchGolden) {
-  auto model = load_tiny(ComputeType::kF32);
+  auto model = load_tiny(Precision::kF32);
   const auto golden = test::read_json(test::data_path("oracle/golden/llada_tiny_f32/forward.json"));
   const auto& seq = golden["sequences"][1];
   const auto ids = seq["input_ids"].get<std::vector<int32_t>>();
@@ -69,7 +69,7 @@ TEST(LladaForward, HiddenStatesMatchGolden) {
 }
 
 TEST(LladaForward, LogitsFromSkipsPrefixAndBatchRowsAreIndependent) {
-  auto model = load_tiny(ComputeType::kF32);
+  auto model = load_tiny(Precision::kF32);
   const auto golden = test::read_json(test::data_path("oracle/golden/llada_tiny_f32/forward.json"));
   const auto ids = golden["sequences"][1]["input_ids"].get<std::vector<int32_t>>();
   ForwardInput full;
@@ -90,7 +90,7 @@ TEST(LladaForward, LogitsFromSkipsPrefixAndBatchRowsAreIndependent) {
 }
 
 TEST(LladaForward, Bf16FastPathStaysClose) {
-  auto model = load_tiny(ComputeType::kBF16);
+  auto model = load_tiny(Precision::kBF16);
   const auto golden = test::read_json(test::data_path("oracle/golden/llada_tiny_f32/forward.json"));
   const auto& seq = golden["sequences"][2];
   const auto ids = seq["input_ids"].get<std::vector<int32_t>>();
@@ -111,7 +111,7 @@ TEST(LladaForward, Bf16FastPathStaysClose) {
 }
 
 TEST(LladaForward, RejectsOutOfVocabularyToken) {
-  auto model = load_tiny(ComputeType::kF32);
+  auto model = load_tiny(Precision::kF32);
   std::vector<int32_t> ids = {1, 2, 9999};
   ForwardInput in;
   in.tokens = ids;

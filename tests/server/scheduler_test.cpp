@@ -10,7 +10,7 @@ namespace {
 
 std::shared_ptr<Model> tiny_model() {
   LoadOptions o;
-  o.compute = ComputeType::kF32;
+  o.precision = Precision::kF32;
   return Model::load(std::string(DLLM_SOURCE_DIR) + "/tests/data/oracle/models/llada_tiny_f32", o).value();
 }
 

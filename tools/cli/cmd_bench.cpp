@@ -29,7 +29,7 @@ struct BenchOptions {
   int64_t batch = 1;
   int64_t logits_from = 0;
   int repeat = 5;
-  std::string dtype = "bf16";
+  std::string dtype = "auto";
   int threads = 0;
   bool json = false;
 };
@@ -60,7 +60,7 @@ void run_bench(const BenchOptions& o) {
   if (o.model.empty() == o.shape.empty()) fail("give either -m DIR or --shape NAME");
   if (o.tokens <= 0 || o.batch <= 0 || o.repeat <= 0) fail("--tokens, --batch and --repeat must be > 0");
   if (o.logits_from < 0 || o.logits_from >= o.tokens) fail("--logits-from must be in [0, --tokens)");
-  const ComputeType requested = parse_dtype(o.dtype);
+  const Precision requested = parse_dtype(o.dtype);
   std::shared_ptr<Model> model;
   if (!o.model.empty()) {
     model = load_model_or_throw(o.model, requested, o.threads, o.json);
@@ -105,7 +105,7 @@ void run_bench(const BenchOptions& o) {
   peak_f32 = std::max(peak_f32, measure_f32_fma_peak_gflops(0.5));
   // vdpbf16ps does two multiply-adds per f32 lane: the bf16 peak is twice the f32 FMA peak where it exists.
   // Without bf16 hardware, bf16 weights are multiplied in f32: the f32 FMA peak applies.
-  const bool bf16_math = mi.compute == ComputeType::kBF16 && bf16_matmul_supported();
+  const bool bf16_math = mi.precision == Precision::kBF16 && bf16_matmul_supported();
   const double peak = bf16_math ? 2 * peak_f32 : peak_f32;
   const double t = median(times);
   const FlopCount flops = count_flops(mi, o.batch, o.tokens, o.logits_from);
@@ -126,7 +126,7 @@ void run_bench(const BenchOptions& o) {
   const auto* transformer = dynamic_cast<const Transformer*>(model.get());
   const int64_t q8 = transformer ? transformer->q8_matrices() : 0;
   const int64_t matrices = transformer ? transformer->matrices() : 0;
-  std::string weights = dtype_label(mi.compute);
+  std::string weights = dtype_label(mi.precision);
   std::string backend = bf16_math ? "oneDNN" : matmul_backend_name(f32_matmul_backend());
   std::string products = bf16_math ? "bf16" : "f32";
   if (q8 > 0 && q8 == matrices) {
@@ -140,7 +140,7 @@ void run_bench(const BenchOptions& o) {
 
   if (o.json) {
     nlohmann::json out = {{"model", mi.path},
-                          {"compute", dtype_label(mi.compute)},
+                          {"compute", dtype_label(mi.precision)},
                           {"weights", weights},
                           {"q8_matrices", q8},
                           {"products", products},
@@ -170,7 +170,7 @@ void run_bench(const BenchOptions& o) {
               static_cast<long long>(mi.vocab_size));
   std::printf("forward    batch %lld x %lld tokens, logits for %lld positions, compute %s, %d threads\n",
               static_cast<long long>(o.batch), static_cast<long long>(o.tokens),
-              static_cast<long long>(o.tokens - o.logits_from), dtype_label(mi.compute).c_str(),
+              static_cast<long long>(o.tokens - o.logits_from), dtype_label(mi.precision).c_str(),
               omp_get_max_threads());
   std::printf("matmul     %s weights, %s products, on %s\n", weights.c_str(), products.c_str(),
               backend.c_str());

@@ -9,7 +9,7 @@
 #include "command.h"
 #include "common.h"
 #include "core/error.h"
-#include "io/gguf_convert.h"
+#include "convert/gguf_convert.h"
 
 namespace dllm::cli {
 namespace {
@@ -88,7 +88,7 @@ void log_softmax(const float* x, int64_t n, std::vector<double>& out) {
 }
 
 void run_eval(const EvalOptions& o) {
-  auto ref = load_model_or_throw(o.reference, ComputeType::kF32, o.threads, true);
+  auto ref = load_model_or_throw(o.reference, Precision::kF32, o.threads, true);
   const ModelInfo& info = ref->info();
   std::mt19937_64 rng(o.seed);
   // Token rows: random ids below the special ids' range where possible, a fraction replaced by the mask id.
@@ -142,7 +142,7 @@ void run_eval(const EvalOptions& o) {
   std::printf("| weights | file MB | mean KL | p99 KL | max KL | top-1 agreement | positions |\n");
   std::printf("|---|---|---|---|---|---|---|\n");
   for (const auto& path : o.quantized) {
-    auto q = load_model_or_throw(path, ComputeType::kF32, o.threads, true);
+    auto q = load_model_or_throw(path, Precision::kF32, o.threads, true);
     if (q->info().vocab_size != V) fail(path, ": vocabulary differs from the reference");
     std::vector<double> kls;
     int64_t agree = 0;

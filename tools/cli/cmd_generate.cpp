@@ -23,7 +23,7 @@ struct GenerateOptions {
   std::vector<std::string> prompts;
   bool chat = false;
   std::string system;
-  std::string dtype = "bf16";
+  std::string dtype = "auto";
   std::string remasking = "low_confidence";
   int threads = 0;
   bool json = false;

@@ -25,7 +25,7 @@ struct InfillOptions {
   std::string text;
   int64_t default_length = kDefaultInfillLength;
   bool bos = false;
-  std::string dtype = "bf16";
+  std::string dtype = "auto";
   int threads = 0;
   bool json = false;
   bool quiet = false;

@@ -13,7 +13,7 @@ namespace {
 struct ServeCliOptions {
   std::string model = default_model_path();
   std::string model_id;
-  std::string dtype = "bf16";
+  std::string dtype = "auto";
   int threads = 0;
   std::string cache = "none";
   std::string alg;

@@ -24,7 +24,7 @@ struct SweepOptions {
   int64_t num_prompts = 4, prompt_len = 16;
   int64_t gen_length = 64, block_length = 16;
   double threshold = 0.9, factor = 1.0;
-  std::string dtype = "bf16";
+  std::string dtype = "auto";
   int threads = 0;
   bool json = false;
 };
@@ -78,7 +78,7 @@ void run_sweep(const SweepOptions& o) {
     fail("--gen-length ", o.gen_length, " must be a positive multiple of --block-length ", o.block_length);
   if (o.gen_length % 4 != 0 || (o.gen_length / 4) % (o.gen_length / o.block_length) != 0)
     fail("--gen-length ", o.gen_length, ": gen/4 steps must split evenly over the blocks");
-  const ComputeType compute = parse_dtype(o.dtype);
+  const Precision compute = parse_dtype(o.dtype);
   std::shared_ptr<Model> model = o.model.empty()
                                      ? make_random_model(find_shape(o.shape), o.layers, compute, 1234)
                                      : load_model_or_throw(o.model, compute, o.threads, true);

@@ -11,6 +11,8 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "kernels/linear.h"
+#include "model/precision.h"
 #include "model/transformer.h"
 
 namespace dllm::cli {
@@ -41,10 +43,11 @@ std::vector<int32_t> parse_ids(const std::string& text) {
   return ids;
 }
 
-ComputeType parse_dtype(const std::string& name) {
-  if (name == "f32") return ComputeType::kF32;
-  if (name == "bf16") return ComputeType::kBF16;
-  fail("--dtype: '", name, "' is not one of f32, bf16");
+Precision parse_dtype(const std::string& name) {
+  if (name == "auto") return Precision::kAuto;
+  if (name == "f32") return Precision::kF32;
+  if (name == "bf16") return Precision::kBF16;
+  fail("--dtype: '", name, "' is not one of auto, f32, bf16");
 }
 
 std::string loadavg() {
@@ -54,8 +57,8 @@ std::string loadavg() {
   return a + " " + b + " " + c;
 }
 
-std::string dtype_label(ComputeType t) {
-  return t == ComputeType::kBF16 ? "bf16" : "f32";
+std::string dtype_label(Precision p) {
+  return precision_name(p);
 }
 
 namespace {
@@ -80,7 +83,7 @@ void add_weights_option(CLI::App* cmd) {
       ->capture_default_str();
 }
 
-std::shared_ptr<Model> load_model_or_throw(const std::string& path, ComputeType compute, int threads,
+std::shared_ptr<Model> load_model_or_throw(const std::string& path, Precision precision, int threads,
                                            bool quiet) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
@@ -89,7 +92,7 @@ std::shared_ptr<Model> load_model_or_throw(const std::string& path, ComputeType 
     fail(path, ": no such file or directory");
   }
   LoadOptions o;
-  o.compute = compute;
+  o.precision = precision;
   o.threads = threads;
   o.weights = parse_weights(weights_flag());
   const auto t0 = std::chrono::steady_clock::now();
@@ -98,13 +101,15 @@ std::shared_ptr<Model> load_model_or_throw(const std::string& path, ComputeType 
   if (!quiet) {
     const auto& i = model->info();
     std::fprintf(stderr,
-                 "dllm: %s (%s, %.1fM params, %lld layers, d=%lld, vocab %lld), compute %s%s, %d threads, "
-                 "loaded in %.2f s\n",
+                 "dllm: %s (%s, %.1fM params, %lld layers, d=%lld, vocab %lld), %d threads, loaded in %.2f s\n"
+                 "dllm: precision %s%s (%s)\n",
                  path.c_str(), i.architecture.c_str(), i.n_params / 1e6, static_cast<long long>(i.n_layers),
-                 static_cast<long long>(i.d_model), static_cast<long long>(i.vocab_size),
-                 dtype_label(i.compute).c_str(),
-                 i.compute != compute ? " (bf16 matmul not supported by this CPU)" : "",
-                 omp_get_max_threads(), secs);
+                 static_cast<long long>(i.d_model), static_cast<long long>(i.vocab_size), omp_get_max_threads(),
+                 secs, dtype_label(i.precision).c_str(),
+                 i.precision == Precision::kBF16 && !bf16_matmul_supported()
+                     ? ": 16-bit weights, f32 products (this CPU has no AVX512_BF16)"
+                     : "",
+                 i.precision_reason.c_str());
     if (const auto* t = dynamic_cast<const Transformer*>(model.get()))
       std::fprintf(stderr, "dllm: weights %.1f MB, %lld of %lld matrices in 8 bits (--weights %s)\n",
                    t->weight_bytes() / 1e6, static_cast<long long>(t->q8_matrices()),

@@ -1,6 +1,7 @@
-#include "io/gguf_convert.h"
+#include "convert/gguf_convert.h"
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <map>
 
@@ -11,8 +12,7 @@
 #include "io/gguf_writer.h"
 #include "io/json_file.h"
 #include "kernels/quant/quant.h"
-#include "model/config_reader.h"
-#include "model/registry.h"
+#include "model/family.h"
 
 namespace dllm {
 
@@ -64,72 +64,14 @@ struct Entry {
   const TensorView* source;   // HF tensor
   std::vector<int64_t> dims;  // ggml order
   GgmlType type;
-  int64_t permute_heads = 0;  // LLaDA q/k: rows into llama.cpp's adjacent-pair order
+  int64_t permute_heads = 0;  // GgufTransform::kRopePairRows: rows into llama.cpp's adjacent-pair order
 };
 
+// What the GGUF metadata needs beyond the Transformer's config: the family's conventions for the vocabulary.
 struct HfModel {
-  std::string arch;
-  int64_t d = 0, layers = 0, heads = 0, kv_heads = 0, ffn = 0, vocab = 0, ctx = 0;
-  double theta = 10000, eps = 1e-5;
-  int64_t mask = -1, bos = -1, eos = -1, pad = -1;
-  bool tied = false, shift_logits = false, add_bos = false;
-  const char* eot_text = "";
+  const Family* family = nullptr;
+  TransformerConfig config;
 };
-
-HfModel parse(const Checkpoint& ck, const std::string& arch) {
-  ConfigReader r(ck.config(), ck.dir() + "/config.json");
-  ConfigReader g(ck.generation_config(), ck.dir() + "/generation_config.json");
-  HfModel m;
-  m.arch = arch;
-  auto token = [&](const char* key, bool config_first) -> int64_t {
-    const ConfigReader& a = config_first ? r : g;
-    const ConfigReader& b = config_first ? g : r;
-    if (auto v = a.optional_token_id(key)) return *v;
-    return b.optional_token_id(key).value_or(-1);
-  };
-  if (arch == "llada") {
-    m.d = r.positive_int("d_model");
-    m.layers = r.positive_int("n_layers");
-    m.heads = r.positive_int("n_heads");
-    m.kv_heads = r.optional_int("n_kv_heads").value_or(m.heads);
-    m.ffn = r.optional_int("mlp_hidden_size").value_or(r.optional_int("mlp_ratio").value_or(4) * m.d);
-    m.vocab = r.optional_int("embedding_size").value_or(r.positive_int("vocab_size"));
-    m.ctx = r.optional_int("max_sequence_length").value_or(4096);
-    m.theta = r.optional_number("rope_theta").value_or(10000.0);
-    m.eps = r.optional_number("rms_norm_eps").value_or(1e-5);
-    m.mask = r.optional_int("mask_token_id").value_or(126336);
-    m.eos = token("eos_token_id", true);
-    m.pad = token("pad_token_id", true);
-    m.bos = token("bos_token_id", false);
-    m.tied = r.optional_bool("weight_tying").value_or(false);
-    m.add_bos = true;
-    m.eot_text = "<|eot_id|>";
-  } else if (arch == "dream") {
-    m.d = r.positive_int("hidden_size");
-    m.layers = r.positive_int("num_hidden_layers");
-    m.heads = r.positive_int("num_attention_heads");
-    m.kv_heads = r.optional_int("num_key_value_heads").value_or(m.heads);
-    m.ffn = r.positive_int("intermediate_size");
-    m.vocab = r.positive_int("vocab_size");
-    m.ctx = r.optional_int("max_position_embeddings").value_or(32768);
-    m.theta = r.optional_number("rope_theta").value_or(10000.0);
-    m.eps = r.optional_number("rms_norm_eps").value_or(1e-6);
-    const auto mask = r.optional_int("mask_token_id");
-    if (!mask) r.fail_field("mask_token_id", "is missing (Dream needs the [MASK] id to denoise)");
-    m.mask = *mask;
-    m.eos = token("eos_token_id", true);
-    m.pad = token("pad_token_id", true);
-    m.bos = token("bos_token_id", true);
-    m.tied = r.optional_bool("tie_word_embeddings").value_or(false);
-    m.shift_logits = true;
-    m.eot_text = "<|im_end|>";
-  } else {
-    fail(ck.dir(), ": architecture '", arch, "' has no GGUF conversion (supported: llada, dream)");
-  }
-  if (m.kv_heads <= 0 || m.heads % m.kv_heads != 0 || m.d % m.heads != 0 || m.ffn <= 0 || m.vocab <= 0)
-    fail(ck.dir(), "/config.json: inconsistent head / size fields");
-  return m;
-}
 
 // The first non-empty pick(component) of a tokenizer.json component that may be a Sequence of components
 // (listed under `list_key`), or pick's empty value.
@@ -163,12 +105,14 @@ bool post_processor_adds_bos(const nlohmann::json& tok) {
 
 // tokenizer.ggml.* from tokenizer.json (byte-level BPE, as llama.cpp's gpt2 vocab), or, without one, the
 // placeholder vocabulary of id literals "<i>" that the oracle files use (llama.cpp needs a vocabulary).
-void write_tokenizer(GgufWriter& w, const std::string& dir, const HfModel& m) {
-  std::vector<std::string> tokens(static_cast<size_t>(m.vocab));
+void write_tokenizer(GgufWriter& w, const std::string& dir, const HfModel& hf) {
+  const ModelInfo& info = hf.config.info;
+  const int64_t vocab = info.vocab_size;
+  std::vector<std::string> tokens(static_cast<size_t>(vocab));
   std::vector<int32_t> types(tokens.size(), GgufTokenizer::kUserDefined);
   std::vector<std::string> merges;
   int64_t eot = -1;
-  bool add_bos = m.add_bos;  // the family's default, or what tokenizer.json's post-processor does
+  bool add_bos = hf.family->add_bos;  // the family's default, or what tokenizer.json's post-processor does
   const std::string tj = dir + "/tokenizer.json";
   if (file_exists(tj)) {
     const auto tok = read_json_file(tj);
@@ -177,19 +121,17 @@ void write_tokenizer(GgufWriter& w, const std::string& dir, const HfModel& m) {
     const auto& model = tok.at("model");
     for (auto it = model.at("vocab").begin(); it != model.at("vocab").end(); ++it) {
       const int64_t id = it.value().get<int64_t>();
-      if (id < 0 || id >= m.vocab)
-        fail(tj, ": token '", it.key(), "' has id ", id, " outside the ", m.vocab, " embeddings");
+      if (id < 0 || id >= vocab) fail(tj, ": token '", it.key(), "' has id ", id, " outside the ", vocab, " embeddings");
       tokens[id] = it.key();
       types[id] = GgufTokenizer::kNormal;
     }
     if (tok.contains("added_tokens"))
       for (const auto& a : tok["added_tokens"]) {
         const int64_t id = a.at("id").get<int64_t>();
-        if (id < 0 || id >= m.vocab)
-          fail(tj, ": added token id ", id, " outside the ", m.vocab, " embeddings");
+        if (id < 0 || id >= vocab) fail(tj, ": added token id ", id, " outside the ", vocab, " embeddings");
         tokens[id] = a.at("content").get<std::string>();
         types[id] = a.value("special", false) ? GgufTokenizer::kControl : GgufTokenizer::kUserDefined;
-        if (tokens[id] == m.eot_text) eot = id;
+        if (tokens[id] == hf.family->eot_text) eot = id;
       }
     if (model.contains("merges"))
       for (const auto& mg : model["merges"])
@@ -200,7 +142,7 @@ void write_tokenizer(GgufWriter& w, const std::string& dir, const HfModel& m) {
     // family's usual one (llama.cpp, and dllm.cpp reading the file back, then split text slightly
     // differently).
     std::string pre = gguf_pre_name_for_regex(split_regex(tok));
-    if (pre.empty()) pre = m.arch == "dream" ? "qwen2" : "default";
+    if (pre.empty()) pre = hf.family->tokenizer_pre;
     w.set_string("tokenizer.ggml.pre", pre);
     add_bos = post_processor_adds_bos(tok);
   } else {
@@ -213,13 +155,13 @@ void write_tokenizer(GgufWriter& w, const std::string& dir, const HfModel& m) {
   w.set_int32_array("tokenizer.ggml.token_type", types);
   w.set_string_array("tokenizer.ggml.merges", merges);
   auto id = [&](const char* key, int64_t v) {
-    if (v >= 0 && v < m.vocab) w.set_uint32(std::string("tokenizer.ggml.") + key, static_cast<uint32_t>(v));
+    if (v >= 0 && v < vocab) w.set_uint32(std::string("tokenizer.ggml.") + key, static_cast<uint32_t>(v));
   };
-  id("bos_token_id", m.bos);
-  id("eos_token_id", m.eos);
+  id("bos_token_id", info.bos_id);
+  id("eos_token_id", info.eos_id);
   id("eot_token_id", eot);
-  id("padding_token_id", m.pad >= 0 ? m.pad : m.eos);
-  id("mask_token_id", m.mask);
+  id("padding_token_id", info.pad_id);
+  id("mask_token_id", info.mask_id);
   w.set_bool("tokenizer.ggml.add_bos_token", add_bos);
   w.set_bool("tokenizer.ggml.add_eos_token", false);
   const std::string tc = dir + "/tokenizer_config.json";
@@ -248,9 +190,13 @@ GgmlType parse_gguf_type(const std::string& name) {
 ConvertResult convert_hf_to_gguf(const std::string& hf_dir, const std::string& out_path, GgmlType type,
                                  const std::function<void(const ConvertProgress&)>& progress) {
   Checkpoint ck(hf_dir);
-  const std::string arch = find_architecture(ck).name;
-  const HfModel m = parse(ck, arch);
-  const int64_t hd = m.d / m.heads, q_dim = m.heads * hd, kv_dim = m.kv_heads * hd;
+  HfModel hf;
+  hf.family = &find_family(ck);
+  // The family's own parser: convert refuses what the loader refuses, with the same message.
+  hf.config = hf.family->parse_hf_config(ck);
+  const TransformerConfig& c = hf.config;
+  const ModelInfo& m = c.info;
+  const std::string arch = hf.family->name;
 
   GgufWriter w;
   const std::string a = arch + ".";
@@ -259,77 +205,57 @@ ConvertResult convert_hf_to_gguf(const std::string& hf_dir, const std::string& o
   w.set_string("general.name", std::filesystem::path(hf_dir).filename().string());
   w.set_uint32("general.file_type", file_type_of(type));
   w.set_uint32("general.quantization_version", 2);
-  w.set_uint32(a + "block_count", static_cast<uint32_t>(m.layers));
-  w.set_uint32(a + "context_length", static_cast<uint32_t>(m.ctx));
-  w.set_uint32(a + "embedding_length", static_cast<uint32_t>(m.d));
-  w.set_uint32(a + "feed_forward_length", static_cast<uint32_t>(m.ffn));
-  w.set_uint32(a + "attention.head_count", static_cast<uint32_t>(m.heads));
-  w.set_uint32(a + "attention.head_count_kv", static_cast<uint32_t>(m.kv_heads));
-  w.set_float32(a + "rope.freq_base", static_cast<float>(m.theta));
-  w.set_float32(a + "attention.layer_norm_rms_epsilon", static_cast<float>(m.eps));
-  w.set_uint32(a + "vocab_size", static_cast<uint32_t>(m.vocab));
-  w.set_uint32(a + "rope.dimension_count", static_cast<uint32_t>(hd));
+  w.set_uint32(a + "block_count", static_cast<uint32_t>(m.n_layers));
+  w.set_uint32(a + "context_length", static_cast<uint32_t>(m.max_seq_len));
+  w.set_uint32(a + "embedding_length", static_cast<uint32_t>(m.d_model));
+  w.set_uint32(a + "feed_forward_length", static_cast<uint32_t>(m.ffn_hidden));
+  w.set_uint32(a + "attention.head_count", static_cast<uint32_t>(m.n_heads));
+  w.set_uint32(a + "attention.head_count_kv", static_cast<uint32_t>(m.n_kv_heads));
+  w.set_float32(a + "rope.freq_base", c.rope_theta);
+  w.set_float32(a + "attention.layer_norm_rms_epsilon", c.rms_eps);
+  w.set_uint32(a + "vocab_size", static_cast<uint32_t>(m.vocab_size));
+  w.set_uint32(a + "rope.dimension_count", static_cast<uint32_t>(m.head_dim));
+  if (m.head_dim * m.n_heads != m.d_model) {  // an explicit head_dim (Qwen-style configs)
+    w.set_uint32(a + "attention.key_length", static_cast<uint32_t>(m.head_dim));
+    w.set_uint32(a + "attention.value_length", static_cast<uint32_t>(m.head_dim));
+  }
   w.set_bool(a + "attention.causal", false);
   w.set_bool("diffusion.shift_logits", m.shift_logits);
-  write_tokenizer(w, hf_dir, m);
+  write_tokenizer(w, hf_dir, hf);
 
   ConvertResult result;
   result.architecture = arch;
   std::vector<Entry> entries;
-  auto vec = [&](const std::string& name, const std::string& hf, int64_t n) {
-    entries.push_back({name, &ck.take(hf, {n}), {n}, GgmlType::kF32});
-  };
-  auto mat = [&](const std::string& name, const std::string& hf, int64_t out, int64_t in,
-                 int64_t permute = 0) {
-    const GgmlType t = weight_type(type, in);
-    if (t != type) ++result.fallback_tensors;
-    entries.push_back({name, &ck.take(hf, {out, in}), {in, out}, t, permute});
-  };
-  const bool llada = arch == "llada";
-  mat("token_embd.weight", llada ? "model.transformer.wte.weight" : "model.embed_tokens.weight", m.vocab,
-      m.d);
-  vec("output_norm.weight", llada ? "model.transformer.ln_f.weight" : "model.norm.weight", m.d);
-  const std::string head = llada ? "model.transformer.ff_out.weight" : "lm_head.weight";
-  if (!m.tied)
-    mat("output.weight", head, m.vocab, m.d);
-  else if (ck.has(head))
-    ck.take(head, {m.vocab, m.d});  // a copy of the embedding: not written
-  for (int64_t i = 0; i < m.layers; ++i) {
-    const std::string b = "blk." + std::to_string(i) + ".";
-    if (llada) {
-      const std::string p = "model.transformer.blocks." + std::to_string(i) + ".";
-      vec(b + "attn_norm.weight", p + "attn_norm.weight", m.d);
-      vec(b + "ffn_norm.weight", p + "ff_norm.weight", m.d);
-      mat(b + "attn_q.weight", p + "q_proj.weight", q_dim, m.d, m.heads);
-      mat(b + "attn_k.weight", p + "k_proj.weight", kv_dim, m.d, m.kv_heads);
-      mat(b + "attn_v.weight", p + "v_proj.weight", kv_dim, m.d);
-      mat(b + "attn_output.weight", p + "attn_out.weight", m.d, q_dim);
-      mat(b + "ffn_gate.weight", p + "ff_proj.weight", m.ffn, m.d);
-      mat(b + "ffn_up.weight", p + "up_proj.weight", m.ffn, m.d);
-      mat(b + "ffn_down.weight", p + "ff_out.weight", m.d, m.ffn);
-    } else {
-      const std::string p = "model.layers." + std::to_string(i) + ".";
-      vec(b + "attn_norm.weight", p + "input_layernorm.weight", m.d);
-      vec(b + "ffn_norm.weight", p + "post_attention_layernorm.weight", m.d);
-      mat(b + "attn_q.weight", p + "self_attn.q_proj.weight", q_dim, m.d);
-      vec(b + "attn_q.bias", p + "self_attn.q_proj.bias", q_dim);
-      mat(b + "attn_k.weight", p + "self_attn.k_proj.weight", kv_dim, m.d);
-      vec(b + "attn_k.bias", p + "self_attn.k_proj.bias", kv_dim);
-      mat(b + "attn_v.weight", p + "self_attn.v_proj.weight", kv_dim, m.d);
-      vec(b + "attn_v.bias", p + "self_attn.v_proj.bias", kv_dim);
-      mat(b + "attn_output.weight", p + "self_attn.o_proj.weight", m.d, q_dim);
-      mat(b + "ffn_gate.weight", p + "mlp.gate_proj.weight", m.ffn, m.d);
-      mat(b + "ffn_up.weight", p + "mlp.up_proj.weight", m.ffn, m.d);
-      mat(b + "ffn_down.weight", p + "mlp.down_proj.weight", m.d, m.ffn);
+  auto add = [&](const TensorSpec& spec, int64_t layer) {
+    const std::vector<int64_t> shape = tensor_shape(spec.role, c);
+    const TensorView* source = &ck.take(tensor_name(spec.hf, layer), shape);
+    const std::string name = tensor_name(spec.gguf, layer);
+    if (!is_matrix(spec.role)) {
+      entries.push_back({name, source, {shape[0]}, GgmlType::kF32});
+      return;
     }
+    const GgmlType t = weight_type(type, shape[1]);
+    if (t != type) ++result.fallback_tensors;
+    entries.push_back({name, source, {shape[1], shape[0]}, t, rope_pair_heads(spec, c)});
+  };
+  // The family's table in order: whole-model tensors, then each layer's (llama.cpp's file order).
+  for (const TensorSpec& spec : hf.family->tensors) {
+    if (is_per_layer(spec.role)) continue;
+    if (tensor_present(spec, c))
+      add(spec, 0);
+    else if (spec.role == TensorRole::kHead && hf.family->tied_head_may_be_stored && ck.has(spec.hf))
+      ck.take(spec.hf, tensor_shape(spec.role, c));  // a tied copy of the embedding: not written
   }
+  for (int64_t i = 0; i < m.n_layers; ++i)
+    for (const TensorSpec& spec : hf.family->tensors)
+      if (is_per_layer(spec.role) && tensor_present(spec, c)) add(spec, i);
   ck.check_all_used();
   for (const auto& e : entries) w.add_tensor(e.name, e.dims, e.type);
 
   ConvertProgress p;
   p.tensors = entries.size();
   p.total_bytes = w.total_bytes();
-  std::vector<float> f32, permuted;
+  std::vector<float> f32;
   w.write(out_path, [&](size_t i, std::vector<uint8_t>& out) {
     const Entry& e = entries[i];
     p.tensor = i;
@@ -339,15 +265,10 @@ ConvertResult convert_hf_to_gguf(const std::string& hf_dir, const std::string& o
     f32.resize(static_cast<size_t>(n));
     convert_to_f32(e.source->dtype, e.source->data, f32.data(), f32.size());
     if (e.permute_heads > 0) {
-      // HF row h*hd + t*hd/2 + j goes to row h*hd + 2j + t (llama.cpp's LLaDAModel.permute).
-      const int64_t rows = e.dims[1], cols = e.dims[0], rhd = rows / e.permute_heads, half = rhd / 2;
-      permuted.resize(f32.size());
-      for (int64_t h = 0; h < e.permute_heads; ++h)
-        for (int64_t j = 0; j < half; ++j)
-          for (int64_t t = 0; t < 2; ++t)
-            std::copy_n(f32.data() + (h * rhd + t * half + j) * cols, cols,
-                        permuted.data() + (h * rhd + 2 * j + t) * cols);
-      f32.swap(permuted);
+      const int64_t rows = e.dims[1], cols = e.dims[0];
+      const auto permuted = permute_rope_rows(reinterpret_cast<const uint8_t*>(f32.data()), cols * sizeof(float),
+                                              rows, e.permute_heads, /*to_gguf=*/true, e.name);
+      std::memcpy(f32.data(), permuted.data(), permuted.size());
     }
     out.resize(w.tensor_bytes(i));
     quant::quantize(e.type, f32.data(), out.data(), n);

@@ -2,11 +2,12 @@
 // tensor names of modeling_dream.py mapped onto the shared Transformer. q/k/v carry biases, attention may be GQA,
 // the head may be tied to the embedding. Generation shifts the logits (ModelInfo.shift_logits): position i is
 // predicted by the output at i-1. Settings the Transformer does not implement (sliding window, RoPE scaling,
-// mRoPE) are rejected by name rather than run wrongly.
+// mRoPE) are rejected by name rather than run wrongly. The family description: see model/family.h.
+#include <limits>
+
 #include "core/error.h"
 #include "model/config_reader.h"
-#include "model/registry.h"
-#include "model/transformer.h"
+#include "model/family.h"
 
 namespace dllm {
 
@@ -50,10 +51,15 @@ TransformerConfig parse_config(const Checkpoint& ckpt) {
   m.vocab_size = r.positive_int("vocab_size");
   m.max_seq_len = r.optional_int("max_position_embeddings").value_or(32768);
   if (m.max_seq_len <= 0) r.fail_field("max_position_embeddings", "must be > 0");
-  c.rope_theta = static_cast<float>(r.optional_number("rope_theta").value_or(10000.0));
-  c.rms_eps = static_cast<float>(r.optional_number("rms_norm_eps").value_or(1e-6));
-  if (!(c.rope_theta > 0)) r.fail_field("rope_theta", "must be > 0");
-  if (!(c.rms_eps > 0)) r.fail_field("rms_norm_eps", "must be > 0");
+  // Checked as doubles: a value outside float's range must not reach the (undefined) narrowing conversion.
+  const double rope_theta = r.optional_number("rope_theta").value_or(10000.0);
+  const double rms_eps = r.optional_number("rms_norm_eps").value_or(1e-6);
+  if (!(rope_theta > 0) || !(rope_theta <= std::numeric_limits<float>::max()))
+    r.fail_field("rope_theta", "must be > 0 and finite in float32, got " + std::to_string(rope_theta));
+  if (!(rms_eps > 0) || !(rms_eps <= 1))
+    r.fail_field("rms_norm_eps", "must be in (0, 1], got " + std::to_string(rms_eps));
+  c.rope_theta = static_cast<float>(rope_theta);
+  c.rms_eps = static_cast<float>(rms_eps);
 
   // DreamGenerationConfig.from_model_config takes the special ids from config.json.
   const auto mask = r.optional_int("mask_token_id");
@@ -69,50 +75,45 @@ TransformerConfig parse_config(const Checkpoint& ckpt) {
       r.fail_field(name, "= " + std::to_string(id) + " is outside the vocabulary of " + std::to_string(m.vocab_size));
   if (m.mask_id < 0) r.fail_field("mask_token_id", "must be >= 0");
   m.shift_logits = true;
+  c.tied_head = r.optional_bool("tie_word_embeddings").value_or(false);
   return c;
 }
 
 }  // namespace
 
-std::shared_ptr<Model> load_dream(std::unique_ptr<Checkpoint> ckpt, const LoadOptions& options) {
-  TransformerConfig c = parse_config(*ckpt);
-  c.info.compute = options.compute;
-  const ModelInfo& m = c.info;
-  const ComputeType ct = c.info.compute;
-  const int64_t d = m.d_model, q_dim = m.n_heads * m.head_dim, kv_dim = m.n_kv_heads * m.head_dim;
-  const bool tied = ckpt->config().value("tie_word_embeddings", false);
-
-  TransformerWeights w;
-  w.embedding = &ckpt->take("model.embed_tokens.weight", {m.vocab_size, d});
-  for (int64_t i = 0; i < m.n_layers; ++i) {
-    const std::string p = "model.layers." + std::to_string(i) + ".";
-    LayerWeights L;
-    L.attn_norm = load_vector(*ckpt, p + "input_layernorm.weight", d);
-    L.q = load_linear(*ckpt, p + "self_attn.q_proj.weight", q_dim, d, ct);  // (n_heads*hd, d)
-    L.k = load_linear(*ckpt, p + "self_attn.k_proj.weight", kv_dim, d, ct);  // (n_kv_heads*hd, d)
-    L.v = load_linear(*ckpt, p + "self_attn.v_proj.weight", kv_dim, d, ct);  // (n_kv_heads*hd, d)
-    L.q_bias = load_vector(*ckpt, p + "self_attn.q_proj.bias", q_dim);
-    L.k_bias = load_vector(*ckpt, p + "self_attn.k_proj.bias", kv_dim);
-    L.v_bias = load_vector(*ckpt, p + "self_attn.v_proj.bias", kv_dim);
-    L.o = load_linear(*ckpt, p + "self_attn.o_proj.weight", d, q_dim, ct);  // (d, n_heads*hd)
-    L.ffn_norm = load_vector(*ckpt, p + "post_attention_layernorm.weight", d);
-    L.gate = load_linear(*ckpt, p + "mlp.gate_proj.weight", m.ffn_hidden, d, ct);
-    L.up = load_linear(*ckpt, p + "mlp.up_proj.weight", m.ffn_hidden, d, ct);
-    L.down = load_linear(*ckpt, p + "mlp.down_proj.weight", d, m.ffn_hidden, ct);
-    w.layers.push_back(std::move(L));
-  }
-  w.final_norm = load_vector(*ckpt, "model.norm.weight", d);
-  // A tied checkpoint may still carry lm_head.weight (a copy of the embedding); it is then taken and not used.
-  const TensorView* head = nullptr;
-  if (!tied || ckpt->has("lm_head.weight")) head = &ckpt->take("lm_head.weight", {m.vocab_size, d});
-  if (tied) head = w.embedding;
-  w.head = Linear(head->data, head->dtype, m.vocab_size, d, ct);
-  ckpt->check_all_used();
-
-  c.info.n_params = m.vocab_size * d * (tied ? 1 : 2) + d +
-                    m.n_layers * (2 * d + d * (q_dim + 2 * kv_dim) + q_dim + 2 * kv_dim + q_dim * d +
-                                  3 * d * m.ffn_hidden);
-  return std::make_shared<Transformer>(std::move(c), std::move(ckpt), std::move(w));
+const Family& dream_family() {
+  static const Family kFamily = {
+      .name = "dream",
+      .hf_architectures = {"DreamModel"},
+      .model_types = {"Dream", "dream"},
+      .parse_hf_config = &parse_config,
+      .tensors =
+          {
+              {TensorRole::kEmbedding, "model.embed_tokens.weight", "token_embd.weight"},
+              {TensorRole::kOutputNorm, "model.norm.weight", "output_norm.weight"},
+              {TensorRole::kHead, "lm_head.weight", "output.weight"},
+              {TensorRole::kAttnNorm, "model.layers.{}.input_layernorm.weight", "blk.{}.attn_norm.weight"},
+              {TensorRole::kFfnNorm, "model.layers.{}.post_attention_layernorm.weight", "blk.{}.ffn_norm.weight"},
+              {TensorRole::kQ, "model.layers.{}.self_attn.q_proj.weight", "blk.{}.attn_q.weight"},
+              {TensorRole::kQBias, "model.layers.{}.self_attn.q_proj.bias", "blk.{}.attn_q.bias"},
+              {TensorRole::kK, "model.layers.{}.self_attn.k_proj.weight", "blk.{}.attn_k.weight"},
+              {TensorRole::kKBias, "model.layers.{}.self_attn.k_proj.bias", "blk.{}.attn_k.bias"},
+              {TensorRole::kV, "model.layers.{}.self_attn.v_proj.weight", "blk.{}.attn_v.weight"},
+              {TensorRole::kVBias, "model.layers.{}.self_attn.v_proj.bias", "blk.{}.attn_v.bias"},
+              {TensorRole::kAttnOut, "model.layers.{}.self_attn.o_proj.weight", "blk.{}.attn_output.weight"},
+              {TensorRole::kGate, "model.layers.{}.mlp.gate_proj.weight", "blk.{}.ffn_gate.weight"},
+              {TensorRole::kUp, "model.layers.{}.mlp.up_proj.weight", "blk.{}.ffn_up.weight"},
+              {TensorRole::kDown, "model.layers.{}.mlp.down_proj.weight", "blk.{}.ffn_down.weight"},
+          },
+      .shift_logits = true,
+      .tied_head_may_be_stored = true,
+      .gguf_rms_eps = 1e-6f,
+      .default_mask_id = std::nullopt,
+      .eot_text = "<|im_end|>",
+      .tokenizer_pre = "qwen2",
+      .add_bos = false,
+  };
+  return kFamily;
 }
 
 }  // namespace dllm

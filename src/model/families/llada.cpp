@@ -1,13 +1,12 @@
 // LLaDA (GSAI-ML/LLaDA-8B-*, LLaDA-1.5): config.json of LLaDAConfig and the OLMo-style tensor names of
-// modeling_llada.py, mapped onto the shared Transformer. Only the "llama" block with RMSNorm, RoPE and SwiGLU is
+// modeling_llada.py, mapped onto the shared Transformer (the family description, see model/family.h). Only the "llama" block with RMSNorm, RoPE and SwiGLU is
 // used by released LLaDA checkpoints; any other setting is rejected by name rather than run wrongly.
 #include <limits>
 #include <optional>
 
 #include "core/error.h"
 #include "model/config_reader.h"
-#include "model/registry.h"
-#include "model/transformer.h"
+#include "model/family.h"
 
 namespace dllm {
 
@@ -98,44 +97,43 @@ TransformerConfig parse_config(const Checkpoint& ckpt) {
     m.eot_id = static_cast<int32_t>(*added);
   }
   m.shift_logits = false;
+  c.tied_head = r.optional_bool("weight_tying").value_or(false);
   return c;
 }
 
 }  // namespace
 
-std::shared_ptr<Model> load_llada(std::unique_ptr<Checkpoint> ckpt, const LoadOptions& options) {
-  TransformerConfig c = parse_config(*ckpt);
-  c.info.compute = options.compute;
-  const ModelInfo& m = c.info;
-  const ComputeType ct = c.info.compute;
-  const int64_t d = m.d_model, q_dim = m.n_heads * m.head_dim, kv_dim = m.n_kv_heads * m.head_dim;
-  const bool tied =
-      ConfigReader(ckpt->config(), ckpt->dir() + "/config.json").optional_bool("weight_tying").value_or(false);
-
-  TransformerWeights w;
-  w.embedding = &ckpt->take("model.transformer.wte.weight", {m.vocab_size, d});
-  for (int64_t i = 0; i < m.n_layers; ++i) {
-    const std::string p = "model.transformer.blocks." + std::to_string(i) + ".";
-    LayerWeights L;
-    L.attn_norm = load_vector(*ckpt, p + "attn_norm.weight", d);
-    L.q = load_linear(*ckpt, p + "q_proj.weight", q_dim, d, ct);
-    L.k = load_linear(*ckpt, p + "k_proj.weight", kv_dim, d, ct);
-    L.v = load_linear(*ckpt, p + "v_proj.weight", kv_dim, d, ct);
-    L.o = load_linear(*ckpt, p + "attn_out.weight", d, q_dim, ct);
-    L.ffn_norm = load_vector(*ckpt, p + "ff_norm.weight", d);
-    L.gate = load_linear(*ckpt, p + "ff_proj.weight", m.ffn_hidden, d, ct);
-    L.up = load_linear(*ckpt, p + "up_proj.weight", m.ffn_hidden, d, ct);
-    L.down = load_linear(*ckpt, p + "ff_out.weight", d, m.ffn_hidden, ct);
-    w.layers.push_back(std::move(L));
-  }
-  w.final_norm = load_vector(*ckpt, "model.transformer.ln_f.weight", d);
-  const TensorView& head = tied ? *w.embedding : ckpt->take("model.transformer.ff_out.weight", {m.vocab_size, d});
-  w.head = Linear(head.data, head.dtype, m.vocab_size, d, ct);
-  ckpt->check_all_used();
-
-  c.info.n_params = m.vocab_size * d * (tied ? 1 : 2) + d +
-                    m.n_layers * (2 * d + d * (q_dim + 2 * kv_dim) + q_dim * d + 3 * d * m.ffn_hidden);
-  return std::make_shared<Transformer>(std::move(c), std::move(ckpt), std::move(w));
+const Family& llada_family() {
+  static const Family kFamily = {
+      .name = "llada",
+      .hf_architectures = {"LLaDAModelLM"},
+      .model_types = {"llada"},
+      .parse_hf_config = &parse_config,
+      .tensors =
+          {
+              {TensorRole::kEmbedding, "model.transformer.wte.weight", "token_embd.weight"},
+              {TensorRole::kOutputNorm, "model.transformer.ln_f.weight", "output_norm.weight"},
+              {TensorRole::kHead, "model.transformer.ff_out.weight", "output.weight"},
+              {TensorRole::kAttnNorm, "model.transformer.blocks.{}.attn_norm.weight", "blk.{}.attn_norm.weight"},
+              {TensorRole::kFfnNorm, "model.transformer.blocks.{}.ff_norm.weight", "blk.{}.ffn_norm.weight"},
+              {TensorRole::kQ, "model.transformer.blocks.{}.q_proj.weight", "blk.{}.attn_q.weight",
+               GgufTransform::kRopePairRows},
+              {TensorRole::kK, "model.transformer.blocks.{}.k_proj.weight", "blk.{}.attn_k.weight",
+               GgufTransform::kRopePairRows},
+              {TensorRole::kV, "model.transformer.blocks.{}.v_proj.weight", "blk.{}.attn_v.weight"},
+              {TensorRole::kAttnOut, "model.transformer.blocks.{}.attn_out.weight", "blk.{}.attn_output.weight"},
+              {TensorRole::kGate, "model.transformer.blocks.{}.ff_proj.weight", "blk.{}.ffn_gate.weight"},
+              {TensorRole::kUp, "model.transformer.blocks.{}.up_proj.weight", "blk.{}.ffn_up.weight"},
+              {TensorRole::kDown, "model.transformer.blocks.{}.ff_out.weight", "blk.{}.ffn_down.weight"},
+          },
+      .shift_logits = false,
+      .gguf_rms_eps = 1e-5f,
+      .default_mask_id = 126336,
+      .eot_text = "<|eot_id|>",
+      .tokenizer_pre = "default",
+      .add_bos = true,
+  };
+  return kFamily;
 }
 
 }  // namespace dllm
