@@ -1,8 +1,9 @@
-// The strategy parts on their own (how many per step), and their combinations through the Denoiser: threshold and
-// factor rules, early stop, caches (exact when every step refreshes; measured drift otherwise), the steppable
-// interface a scheduler drives.
+// The strategy parts on their own (how many per step), and their combinations through the Denoiser: threshold
+// and factor rules, early stop, caches (exact when every step refreshes; measured drift otherwise), the
+// steppable interface a scheduler drives.
 #include <gtest/gtest.h>
 
+#include "denoise/batch_forward.h"
 #include "denoise/denoiser.h"
 #include "denoise/schedule.h"
 #include "dllm/dllm.h"
@@ -141,7 +142,8 @@ TEST(Caches, CachedModesRecomputeLessAndFinish) {
   }
 }
 
-// The first step of each block is a full forward in every mode: a one-step-per-block schedule is exact with caches.
+// The first step of each block is a full forward in every mode: a one-step-per-block schedule is exact with
+// caches.
 TEST(Caches, OneStepPerBlockIsExact) {
   auto p = base(32, 8, 4);
   auto exact = generate(*llada(), {{10, 20, 30}}, p).value();
@@ -149,40 +151,43 @@ TEST(Caches, OneStepPerBlockIsExact) {
   EXPECT_EQ(generate(*llada(), {{10, 20, 30}}, p).value().outputs, exact.outputs);
 }
 
-// Two Denoisers stepped by hand through one batched forward give what each gives alone: the interface a batching
-// scheduler uses (rows of equal length here; the server right-pads with validity 0).
+// Two Denoisers stepped by hand through one batched forward (forward_plans, as the server's scheduler does)
+// give what each gives alone; their canvases differ in length, so the shorter one is right-padded.
 TEST(Denoiser, TwoRequestsShareOneBatchedForward) {
   auto model = llada();
   auto p = base(16, 8, 16);
   auto alone_a = generate(*model, {{10, 20, 30}}, p).value();
   auto q = base(16, 16, 8);
-  auto alone_b = generate(*model, {{40, 50, 60}}, q).value();
-  Denoiser a(model->info(), {{10, 20, 30}}, p), b(model->info(), {{40, 50, 60}}, q);
+  auto alone_b = generate(*model, {{40, 50, 60, 70}}, q).value();
+  Denoiser a(model->info(), {{10, 20, 30}}, p), b(model->info(), {{40, 50, 60, 70}}, q);
+  int64_t shared = 0;
   while (!a.done() || !b.done()) {
     std::vector<Denoiser*> live;
+    std::vector<const ForwardPlan*> plans;
     for (Denoiser* d : {&a, &b})
-      if (!d->done()) live.push_back(d);
-    std::vector<int32_t> tokens;
-    int64_t logits_from = 1 << 30, len = 0;
-    for (Denoiser* d : live) {
-      const ForwardPlan& plan = d->plan();
-      tokens.insert(tokens.end(), plan.tokens.begin(), plan.tokens.end());
-      logits_from = std::min(logits_from, plan.logits_from);
-      len = plan.len;
-    }
-    ForwardInput in;
-    in.tokens = tokens;
-    in.batch = static_cast<int64_t>(live.size());
-    in.logits_from = logits_from;
-    auto logits = model->forward(in).value();
-    const int64_t vocab = model->info().vocab_size, span = len - logits_from;
-    for (size_t i = 0; i < live.size(); ++i) {
-      const int64_t skip = live[i]->plan().logits_from - logits_from;
-      live[i]->step({logits.data() + (i * span + skip) * vocab, static_cast<size_t>((span - skip) * vocab)});
-    }
+      if (!d->done()) {
+        live.push_back(d);
+        plans.push_back(&d->plan());
+      }
+    BatchedLogits out = forward_plans(*model, plans);
+    shared += live.size() > 1;
+    for (size_t i = 0; i < live.size(); ++i) live[i]->step(out.logits[i]);
   }
+  EXPECT_GT(shared, 0);
   EXPECT_EQ(a.result().outputs, alone_a.outputs);
   EXPECT_EQ(b.result().outputs, alone_b.outputs);
+}
+
+// plan() is built once per step, however often a driver asks for it before stepping.
+TEST(Denoiser, PlanIsBuiltOncePerStep) {
+  auto model = llada();
+  Denoiser d(model->info(), {{10, 20, 30}}, base(16, 8, 16));
+  while (!d.done()) {
+    const ForwardPlan& first = d.plan();
+    EXPECT_EQ(&d.plan(), &first);
+    d.step(model->forward(d.plan().input()).value());
+  }
+  EXPECT_EQ(d.plans_built(), d.result().forwards);
 }
 
 TEST(Strategies, RejectsBadValuesByName) {
