@@ -2,8 +2,8 @@
 // scheduler (the server) run the same semantics.
 //
 //   Denoiser d(model.info(), prompts, params);      // validates params; the canvas is prompt + masks
-//   Denoiser d(model.info(), canvases, params, /*infill=*/true);  // or: whole canvases, their mask ids
-//   filled while (!d.done()) {
+//   Denoiser d(model.info(), canvases, params, true);  // or (infill): whole canvases, mask ids filled
+//   while (!d.done()) {
 //     const ForwardPlan& plan = d.plan();          // the forward this step needs: rows, tokens, positions,
 //                                                  // validity, logits_from, cache op
 //     std::vector<float> logits = model.forward(plan.input()).value();
@@ -18,7 +18,7 @@
 // Denoiser; requests may join or leave between any two steps. Plans with a cache carry their Denoiser's own
 // KvCache and are run one Denoiser per forward. step() expects logits in the layout Model::forward returns
 // for plan.input(): [plan.rows, plan.len - plan.logits_from, vocab]. A Denoiser is not thread-safe; distinct
-// Denoisers are independent.
+// Denoisers are independent. forward_plans (denoise/batch_forward.h) is that batched forward.
 //
 // The strategy axes (which positions, how many per step, block length, cache) are resolved from
 // GenerateParams and the model family in the constructor; docs/denoising.md describes each and the reference

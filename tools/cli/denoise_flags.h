@@ -1,7 +1,6 @@
-// The denoising-strategy flags `dllm generate`, `infill` and `serve` share: the strategy axes, whose words
-// come from one table (src/denoise/strategy_names.h: --unmask / --alg / --remasking, --schedule, --cache),
-// Fast-dLLM's
-// --threshold / --factor, and Dream's --alg-temp / --eps / --top-k / --top-p. docs/denoising.md.
+// The denoising-strategy flags that `dllm generate`, `infill` and `serve` share: the strategy axes, whose
+// words come from one table (src/denoise/strategy_names.h: the flags unmask / alg / remasking, schedule and
+// cache), Fast-dLLM's threshold / factor, and Dream's alg-temp / eps / top-k / top-p. docs/denoising.md.
 #pragma once
 
 #include <CLI/CLI.hpp>
