@@ -18,7 +18,7 @@ words() {
   sed -E 's/^[^:]*: ([^;]*);.*/\1/; s/\(aliases://; s/\)//; s/ = [a-z_]+//g; s/,/ /g' <<<"$line"
 }
 run() {
-  "$bin" generate -q --json --dtype f32 -m "$model" --prompt-ids 10,20,30 --gen-length 8 --block-length 8 --steps 8 \
+  "$bin" generate -q --json --dtype f32 -m "$model" --prompt-ids 10,20,30 --gen-length 16 --block-length 8 --steps 8 \
     --seed 3 "$@" | sed 's/"seconds":[^,}]*//; s/"tokens_per_second":[^,}]*//'
 }
 
@@ -40,6 +40,11 @@ done
 same() {
   [ "$(run $1)" = "$(run $2)" ] || { echo "FAIL: '$1' and '$2' differ"; exit 1; }
 }
+differ() {
+  [ "$(run $1)" != "$(run $2)" ] || { echo "FAIL: '$1' and '$2' give the same tokens: the checks below see nothing"; exit 1; }
+}
+differ "--unmask confidence" "--unmask margin"
+differ "--unmask random" "--alg origin"
 same "--unmask confidence" "--alg maskgit_plus"
 same "--unmask confidence" "--remasking low_confidence"
 same "--unmask margin" "--alg topk_margin"
