@@ -70,7 +70,9 @@ void setup(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--cfg-scale", s.policy.defaults.cfg_scale, "Default classifier-free guidance scale")
       ->capture_default_str();
-  add_denoise_flags(cmd, s.policy.defaults, o->denoise);  // the strategy axes (0 = off for --threshold)
+  add_denoise_flags(cmd, s.policy.defaults, o->denoise);  // the strategy axes
+  cmd->get_option("--threshold")
+      ->description(cmd->get_option("--threshold")->get_description() + " (0 = off)");
   cmd->add_flag(
          "--stop-at-eos,!--no-stop-at-eos", s.policy.defaults.stop_at_eos,
          "Stop denoising a row once its answer has ended (EOS committed with nothing masked before it); the "
