@@ -3,8 +3,12 @@
 // steppable interface a scheduler drives.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "denoise/batch_forward.h"
 #include "denoise/denoiser.h"
+#include "denoise/sampler.h"
 #include "denoise/schedule.h"
 #include "dllm/dllm.h"
 #include "test_util.h"
@@ -46,6 +50,46 @@ TEST(Schedule, FactorRuleIsTheLargestNWithNPlusOneTimesOneMinusCBelowF) {
   EXPECT_EQ(factor_count(c, 1.3), 3);
   EXPECT_EQ(factor_count(c, 3.0), 4);
   EXPECT_EQ(factor_count(c, 0.01), 1);  // at least one
+}
+
+TEST(Schedule, TimestepBernoulliIsOneMinusSOverTAndAllOnTheLastStep) {
+  EXPECT_FLOAT_EQ(timestep_bernoulli_probability(1.0f, 0.75f, false), 0.25f);
+  EXPECT_EQ(timestep_bernoulli_probability(0.5f, 0.25f, true), 1.0f);
+}
+
+// The samplers on their own: their edge cases are exact, and a seed gives the same draw.
+TEST(Samplers, BernoulliKeepsEachWithItsProbability) {
+  const std::vector<int64_t> pos = {3, 5, 8, 9};
+  Rng a(1), b(1);
+  EXPECT_EQ(sample_bernoulli(pos, 1.0f, a), pos);
+  EXPECT_TRUE(sample_bernoulli(pos, 0.0f, b).empty());
+  Rng d(7), e(7);
+  EXPECT_EQ(sample_bernoulli(pos, 0.5f, d), sample_bernoulli(pos, 0.5f, e));
+}
+
+TEST(Samplers, MultinomialDrawsWithoutReplacement) {
+  const std::vector<int64_t> ranked = {4, 2, 7};
+  const std::vector<double> scores = {0.9, 0.5, 0.1};
+  Rng a(3);
+  EXPECT_EQ(sample_multinomial(ranked, scores, 3, 1e-3, a), ranked);  // cold: the score order
+  Rng b(3);
+  auto all = sample_multinomial(ranked, scores, 3, 100.0, b);  // hot: any order, each once
+  std::sort(all.begin(), all.end());
+  EXPECT_EQ(all, (std::vector<int64_t>{2, 4, 7}));
+}
+
+TEST(Samplers, GumbelMaxAndCategoricalNeverPickSuppressedOrRemovedIds) {
+  const std::vector<float> logits = {0.0f, 5.0f, 1.0f, 2.0f};
+  const std::vector<uint8_t> keep = {1, 0, 1, 1};
+  for (uint64_t seed = 0; seed < 50; ++seed) {
+    Rng a(seed), b(seed);
+    EXPECT_NE(sample_gumbel_max(logits, 1, 1.0, a), 1);
+    double max = 2.0, sum = 0;
+    for (int v : {0, 2, 3}) sum += std::exp(logits[v] - max);
+    EXPECT_NE(sample_categorical(logits, keep, max, sum, b), 1);
+  }
+  Rng c(0);
+  EXPECT_EQ(sample_gumbel_max(logits, -1, 1e-3, c), 1);  // cold: the argmax
 }
 
 GenerateParams base(int64_t gen, int64_t block, int64_t steps) {
