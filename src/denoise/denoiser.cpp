@@ -6,13 +6,15 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "denoise/sampler.h"
 #include "denoise/schedule.h"
 
 namespace dllm {
 
 namespace {
 
-// A per-position random stream, so results do not depend on the thread count or the order positions are visited.
+// A per-position random stream, so results do not depend on the thread count or the order positions are
+// visited.
 uint64_t stream_seed(uint64_t seed, int64_t forward, int64_t row, int64_t pos) {
   uint64_t z = seed ^ (static_cast<uint64_t>(forward) * 0x9E3779B97F4A7C15ull) ^
                (static_cast<uint64_t>(row) << 48) ^ (static_cast<uint64_t>(pos) * 0xBF58476D1CE4E5B9ull);
@@ -21,10 +23,12 @@ uint64_t stream_seed(uint64_t seed, int64_t forward, int64_t row, int64_t pos) {
   return z ^ (z >> 31);
 }
 
-bool adaptive(Transfer t) { return t == Transfer::kThreshold || t == Transfer::kFactor; }
+bool adaptive(Transfer t) {
+  return t == Transfer::kThreshold || t == Transfer::kFactor;
+}
 
-// Infilling: the generated region is the canvas's masked positions, so gen_length is their number (equal in every
-// row). The prompt-then-masks layout keeps params as given.
+// Infilling: the generated region is the canvas's masked positions, so gen_length is their number (equal in
+// every row). The prompt-then-masks layout keeps params as given.
 GenerateParams effective_params(const ModelInfo& info, const std::vector<std::vector<int32_t>>& rows,
                                 const GenerateParams& params, bool infill) {
   if (!infill) return params;
@@ -69,8 +73,8 @@ DenoiseSettings resolve_settings(const ModelInfo& info, const GenerateParams& p)
     o.top_k = p.top_k < 0 ? 50 : p.top_k;  // transformers 4.46 leaks PretrainedConfig's top_k=50
     o.top_p = p.top_p;
   } else if (p.top_k > 0 || p.top_p < 1) {
-    fail("generate: top_k/top_p belong to Dream's token rule; LLaDA's generate() has none (got top_k ", p.top_k,
-         ", top_p ", p.top_p, ")");
+    fail("generate: top_k/top_p belong to Dream's token rule; LLaDA's generate() has none (got top_k ",
+         p.top_k, ", top_p ", p.top_p, ")");
   }
 
   // Which positions, and how many per step; Dream's default alg is 'origin' (generation_config.json).
@@ -87,9 +91,11 @@ DenoiseSettings resolve_settings(const ModelInfo& info, const GenerateParams& p)
   o.score = score;
   if (s.transfer == Transfer::kThreshold && !(p.threshold > 0 && p.threshold <= 1))
     fail("generate: threshold must be in (0, 1], got ", p.threshold);
-  if (s.transfer == Transfer::kFactor && !(p.factor > 0)) fail("generate: factor must be > 0, got ", p.factor);
+  if (s.transfer == Transfer::kFactor && !(p.factor > 0))
+    fail("generate: factor must be > 0, got ", p.factor);
   if (adaptive(s.transfer) && p.alg_temp > 0)
-    fail("generate: alg_temp ", p.alg_temp, " samples a fixed number of positions; it does not combine with the "
+    fail("generate: alg_temp ", p.alg_temp,
+         " samples a fixed number of positions; it does not combine with the "
          "threshold / factor rules");
   s.threshold = p.threshold;
   s.factor = p.factor;
@@ -98,8 +104,8 @@ DenoiseSettings resolve_settings(const ModelInfo& info, const GenerateParams& p)
 
   if (p.logits_eos_inf) o.suppress_token = info.eos_id;
   if (p.confidence_eos_eot_inf) {
-    // The reference writes `logits_with_noise[eos] = logits[eot] = -inf`; at temperature 0 those two tensors are
-    // the same object, so EOS is excluded from the confidence softmax too.
+    // The reference writes `logits_with_noise[eos] = logits[eot] = -inf`; at temperature 0 those two tensors
+    // are the same object, so EOS is excluded from the confidence softmax too.
     o.confidence_exclude[0] = info.eot_id;
     if (p.temperature <= 0) o.confidence_exclude[1] = info.eos_id;
   }
@@ -127,7 +133,9 @@ DenoiseSettings resolve_settings(const ModelInfo& info, const GenerateParams& p)
 
 Denoiser::Denoiser(const ModelInfo& info, const std::vector<std::vector<int32_t>>& prompts,
                    const GenerateParams& params, bool infill)
-    : info_(info), params_(effective_params(info, prompts, params, infill)), s_(resolve_settings(info, params_)) {
+    : info_(info),
+      params_(effective_params(info, prompts, params, infill)),
+      s_(resolve_settings(info, params_)) {
   if (prompts.empty()) fail("generate: no prompt given");
   batch_ = static_cast<int64_t>(prompts.size());
   if (infill) {
@@ -135,11 +143,13 @@ Denoiser::Denoiser(const ModelInfo& info, const std::vector<std::vector<int32_t>
     start_block();
     return;
   }
-  for (const auto& prompt : prompts) prompt_len_ = std::max<int64_t>(prompt_len_, static_cast<int64_t>(prompt.size()));
+  for (const auto& prompt : prompts)
+    prompt_len_ = std::max<int64_t>(prompt_len_, static_cast<int64_t>(prompt.size()));
   for (size_t r = 0; r < prompts.size(); ++r)
     for (int32_t t : prompts[r])
       if (t < 0 || t >= info.vocab_size)
-        fail("generate: prompt ", r, " has token id ", t, " outside the vocabulary [0, ", info.vocab_size, ")");
+        fail("generate: prompt ", r, " has token id ", t, " outside the vocabulary [0, ", info.vocab_size,
+             ")");
   total_len_ = prompt_len_ + params.gen_length;
   if (total_len_ > info.max_seq_len)
     fail("generate: prompt (", prompt_len_, ") + gen_length (", params.gen_length,
@@ -148,8 +158,8 @@ Denoiser::Denoiser(const ModelInfo& info, const std::vector<std::vector<int32_t>
   const int32_t pad_id = info.pad_id >= 0 ? info.pad_id : info.eos_id;
 
   // x = left-padded prompt (pad id, as the references batch prompts of unequal length) + gen_length masks.
-  // LLaDA's model ignores the attention mask (the pads are attended); Dream masks them out (valid_i AND valid_j)
-  // and gives position ids cumsum(valid) - 1, pads 1.
+  // LLaDA's model ignores the attention mask (the pads are attended); Dream masks them out (valid_i AND
+  // valid_j) and gives position ids cumsum(valid) - 1, pads 1.
   x_.assign(batch_, std::vector<int32_t>(total_len_, mask));
   bool padded = false;
   for (int64_t b = 0; b < batch_; ++b) {
@@ -209,13 +219,14 @@ void Denoiser::init_infill(const std::vector<std::vector<int32_t>>& canvases) {
     for (int64_t i = 0; i < total_len_; ++i) {
       const int32_t t = x_[b][i];
       if (t < 0 || t >= info_.vocab_size)
-        fail("infill: canvas ", b, " has token id ", t, " outside the vocabulary [0, ", info_.vocab_size, ")");
+        fail("infill: canvas ", b, " has token id ", t, " outside the vocabulary [0, ", info_.vocab_size,
+             ")");
       is_prompt_[b][i] = t != mask;
       if (t == mask) slots_[b].push_back(i);
     }
     if (static_cast<int64_t>(slots_[b].size()) != params_.gen_length)
-      fail("infill: canvas ", b, " has ", slots_[b].size(), " masked positions, canvas 0 has ", params_.gen_length,
-           "; the rows of a batch must have the same number");
+      fail("infill: canvas ", b, " has ", slots_[b].size(), " masked positions, canvas 0 has ",
+           params_.gen_length, "; the rows of a batch must have the same number");
     first_mask_ = std::min(first_mask_, slots_[b].front());
   }
   finished_.assign(batch_, 0);
@@ -225,8 +236,12 @@ void Denoiser::init_infill(const std::vector<std::vector<int32_t>>& canvases) {
 
 // The current block of row b is the canvas range from its first to past its last generated slot: for the
 // prompt-then-masks layout [prompt_len + block * block_length, + block_length).
-int64_t Denoiser::block_begin(int64_t b) const { return slots_[b][block_ * s_.block_length]; }
-int64_t Denoiser::block_end(int64_t b) const { return slots_[b][(block_ + 1) * s_.block_length - 1] + 1; }
+int64_t Denoiser::block_begin(int64_t b) const {
+  return slots_[b][block_ * s_.block_length];
+}
+int64_t Denoiser::block_end(int64_t b) const {
+  return slots_[b][(block_ + 1) * s_.block_length - 1] + 1;
+}
 
 int64_t Denoiser::count_masks(int64_t row, int64_t lo, int64_t hi) const {
   return std::count(x_[row].begin() + lo, x_[row].begin() + hi, info_.mask_id);
@@ -246,6 +261,11 @@ void Denoiser::start_block() {
 
 const ForwardPlan& Denoiser::plan() {
   if (done_) fail("denoiser: plan() after the generation finished");
+  if (!planned_) build_plan();  // once per step: a scheduler may ask again before it steps
+  return plan_;
+}
+
+void Denoiser::build_plan() {
   ForwardPlan& p = plan_;
   const int64_t rows = s_.cfg ? 2 * batch_ : batch_;
   // The union of the rows' current blocks (one range for the prompt-then-masks layout).
@@ -280,12 +300,120 @@ const ForwardPlan& Denoiser::plan() {
   if (!positions_.empty()) {
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t b = r % batch_;
-      p.positions.insert(p.positions.end(), positions_.begin() + b * total_len_ + lo, positions_.begin() + b * total_len_ + hi);
-      p.valid.insert(p.valid.end(), valid_.begin() + b * total_len_ + lo, valid_.begin() + b * total_len_ + hi);
+      p.positions.insert(p.positions.end(), positions_.begin() + b * total_len_ + lo,
+                         positions_.begin() + b * total_len_ + hi);
+      p.valid.insert(p.valid.end(), valid_.begin() + b * total_len_ + lo,
+                     valid_.begin() + b * total_len_ + hi);
     }
   }
+  ++plans_;
   planned_ = true;
-  return p;
+}
+
+// Classifier-free guidance: un + (cfg_scale + 1) (cond - un), the cond rows first.
+const float* Denoiser::guide(const float* logits, int64_t span, std::vector<float>& combined) const {
+  if (!s_.cfg) return logits;
+  const int64_t vocab = info_.vocab_size;
+  const float scale = static_cast<float>(params_.cfg_scale + 1.0);
+  const size_t half = static_cast<size_t>(batch_ * span * vocab);
+  combined.resize(half);
+  for (size_t i = 0; i < half; ++i) {
+    const float un = logits[half + i];
+    combined[i] = un + scale * (logits[i] - un);
+  }
+  return combined.data();
+}
+
+// Eligible: masked positions before the end of the current block, from the first mask (earlier blocks
+// included, as the references do) or, on a cached step, within the current block only (Fast-dLLM).
+Denoiser::Eligible Denoiser::eligible(bool reuse) const {
+  Eligible e;
+  e.lo_of.resize(batch_);
+  e.hi_of.resize(batch_);
+  e.lo = total_len_;
+  int64_t top = 0;
+  for (int64_t b = 0; b < batch_; ++b) {
+    e.lo_of[b] = reuse ? block_begin(b) : first_mask_;
+    e.hi_of[b] = block_end(b);
+    e.lo = std::min(e.lo, e.lo_of[b]);
+    top = std::max(top, e.hi_of[b]);
+  }
+  e.width = top - e.lo;
+  return e;
+}
+
+// Token and score of every eligible position, each from its own random stream.
+void Denoiser::predict_positions(const float* logits, int64_t span, const Eligible& e) {
+  const int32_t mask = info_.mask_id;
+  const int64_t vocab = info_.vocab_size;
+  const int64_t first_logit = plan_.canvas_offset + plan_.logits_from;
+  auto source = [&](int64_t pos) { return s_.shift && pos > 0 ? pos - 1 : pos; };  // Dream's logit shift
+  pred_.resize(batch_ * e.width);
+#pragma omp parallel for collapse(2) schedule(dynamic, 4)
+  for (int64_t b = 0; b < batch_; ++b)
+    for (int64_t i = 0; i < e.width; ++i) {
+      const int64_t pos = e.lo + i;
+      if (pos < e.lo_of[b] || pos >= e.hi_of[b] || x_[b][pos] != mask || finished_[b]) continue;
+      Rng rng(stream_seed(params_.seed, forwards_, b, pos));
+      const float* row = logits + ((b * span) + source(pos) - first_logit) * vocab;
+      pred_[b * e.width + i] = predict({row, static_cast<size_t>(vocab)}, s_.prediction, rng);
+    }
+}
+
+// What the "how many" rules need from the whole step: Dream's k from the batch-mean number of masks
+// (float32), and the Bernoulli probability, once for all rows.
+Denoiser::StepCounts Denoiser::step_counts(const Eligible& e) const {
+  StepCounts n;
+  if (s_.transfer != Transfer::kTimestep && s_.transfer != Transfer::kTimestepBernoulli) return n;
+  const bool last_step = step_ == s_.steps_per_block - 1;
+  int64_t total = 0;
+  for (int64_t b = 0; b < batch_; ++b) total += count_masks(b, e.lo_of[b], e.hi_of[b]);
+  const float mean = static_cast<float>(total) / static_cast<float>(batch_);
+  const float t = timesteps_[step_], s = timesteps_[step_ + 1];
+  n.timestep_k = timestep_transfer_count(mean, t, s, last_step);
+  n.p_transfer = timestep_bernoulli_probability(t, s, last_step);
+  return n;
+}
+
+// The positions row b commits this step: its "how many" rule, then the draw (top scores, multinomial,
+// Bernoulli).
+std::vector<int64_t> Denoiser::choose(int64_t b, const Eligible& e, const StepCounts& n) const {
+  std::vector<int64_t> eligible;
+  for (int64_t pos = e.lo_of[b]; pos < e.hi_of[b]; ++pos)
+    if (x_[b][pos] == info_.mask_id) eligible.push_back(pos);
+  if (s_.transfer == Transfer::kTimestepBernoulli) {
+    Rng rng(stream_seed(params_.seed ^ 0x5bd1e995ull, forwards_, b, -1));
+    return sample_bernoulli(eligible, n.p_transfer, rng);
+  }
+  // Order by score, equal scores to the lower position.
+  auto conf = [&](int64_t pos) { return pred_[b * e.width + pos - e.lo].confidence; };
+  std::stable_sort(eligible.begin(), eligible.end(), [&](int64_t a, int64_t c) { return conf(a) > conf(c); });
+  std::vector<double> scores;
+  for (int64_t pos : eligible) scores.push_back(conf(pos));
+  int64_t k = 0;
+  switch (s_.transfer) {
+    case Transfer::kUniform:
+      k = quota_[b][step_];
+      break;
+    case Transfer::kTimestep:
+      k = n.timestep_k;
+      break;
+    case Transfer::kThreshold:
+      k = threshold_count(scores, s_.threshold);
+      break;
+    case Transfer::kFactor:
+      k = factor_count(scores, s_.factor);
+      break;
+    default:
+      break;
+  }
+  k = std::min<int64_t>(k, static_cast<int64_t>(eligible.size()));
+  if (s_.alg_temp > 0 && k > 0) {
+    Rng rng(stream_seed(params_.seed ^ 0x2545F4914F6CDD1Dull, forwards_, b, -1));
+    return sample_multinomial(eligible, scores, k, s_.alg_temp, rng);
+  }
+  eligible.resize(k);
+  return eligible;
 }
 
 void Denoiser::step(std::span<const float> logits_in) {
@@ -298,115 +426,16 @@ void Denoiser::step(std::span<const float> logits_in) {
   ++forwards_;
   forward_tokens_ += p.rows * p.len;
   std::vector<float> combined;
-  const float* logits = logits_in.data();
-  if (s_.cfg) {
-    const float scale = static_cast<float>(params_.cfg_scale + 1.0);
-    const size_t half = static_cast<size_t>(batch_ * span * vocab);
-    combined.resize(half);
-    for (size_t i = 0; i < half; ++i) {
-      const float un = logits[half + i];
-      combined[i] = un + scale * (logits[i] - un);
-    }
-    logits = combined.data();
-  }
+  const float* logits = guide(logits_in.data(), span, combined);
 
-  const int32_t mask = info_.mask_id;
-  // Eligible: masked positions before the end of the current block, from the first mask (earlier blocks included,
-  // as the references do) or, on a cached step, within the current block only (Fast-dLLM). Row b's eligible
-  // range is [lo_of[b], hi_of[b]); predictions are kept for [lo, lo + width), the union of the ranges.
-  const bool reuse = p.cache_op == CacheOp::kReuse;
-  std::vector<int64_t> lo_of(batch_), hi_of(batch_);
-  int64_t lo = total_len_, top = 0;
-  for (int64_t b = 0; b < batch_; ++b) {
-    lo_of[b] = reuse ? block_begin(b) : first_mask_;
-    hi_of[b] = block_end(b);
-    lo = std::min(lo, lo_of[b]);
-    top = std::max(top, hi_of[b]);
-  }
-  const int64_t first_logit = p.canvas_offset + p.logits_from;
-  auto source = [&](int64_t pos) { return s_.shift && pos > 0 ? pos - 1 : pos; };  // Dream's logit shift
-  const int64_t width = top - lo;
-  pred_.resize(batch_ * width);
-#pragma omp parallel for collapse(2) schedule(dynamic, 4)
-  for (int64_t b = 0; b < batch_; ++b)
-    for (int64_t i = 0; i < width; ++i) {
-      const int64_t pos = lo + i;
-      if (pos < lo_of[b] || pos >= hi_of[b] || x_[b][pos] != mask || finished_[b]) continue;
-      Rng rng(stream_seed(params_.seed, forwards_, b, pos));
-      const float* row = logits + ((b * span) + source(pos) - first_logit) * vocab;
-      pred_[b * width + i] = predict({row, static_cast<size_t>(vocab)}, s_.prediction, rng);
-    }
-
-  // Dream's k is computed from the batch-mean number of masks (float32), once for all rows.
-  int64_t timestep_k = 0;
-  float p_transfer = 1.0f;
-  const bool last_step = step_ == s_.steps_per_block - 1;
-  if (s_.transfer == Transfer::kTimestep || s_.transfer == Transfer::kTimestepBernoulli) {
-    int64_t total = 0;
-    for (int64_t b = 0; b < batch_; ++b) total += count_masks(b, lo_of[b], hi_of[b]);
-    const float mean = static_cast<float>(total) / static_cast<float>(batch_);
-    const float t = timesteps_[step_], s = timesteps_[step_ + 1];
-    timestep_k = timestep_transfer_count(mean, t, s, last_step);
-    p_transfer = last_step ? 1.0f : 1.0f - s / t;
-  }
-
+  const Eligible e = eligible(p.cache_op == CacheOp::kReuse);
+  predict_positions(logits, span, e);
+  const StepCounts n = step_counts(e);
   for (int64_t b = 0; b < batch_; ++b) {
     committed_[b].clear();
     if (finished_[b]) continue;
-    std::vector<int64_t> eligible;
-    for (int64_t pos = lo_of[b]; pos < hi_of[b]; ++pos)
-      if (x_[b][pos] == mask) eligible.push_back(pos);
-    auto conf = [&](int64_t pos) { return pred_[b * width + pos - lo].confidence; };
-    std::vector<int64_t> chosen;
-    if (s_.transfer == Transfer::kTimestepBernoulli) {
-      // Dream alg=origin: each masked position independently with probability 1 - s/t.
-      Rng rng(stream_seed(params_.seed ^ 0x5bd1e995ull, forwards_, b, -1));
-      for (int64_t pos : eligible)
-        if (rng.uniform() < static_cast<double>(p_transfer)) chosen.push_back(pos);
-    } else {
-      // Order by score, equal scores to the lower position.
-      std::stable_sort(eligible.begin(), eligible.end(), [&](int64_t a, int64_t c) { return conf(a) > conf(c); });
-      int64_t k = 0;
-      switch (s_.transfer) {
-        case Transfer::kUniform: k = quota_[b][step_]; break;
-        case Transfer::kTimestep: k = timestep_k; break;
-        case Transfer::kThreshold:
-        case Transfer::kFactor: {
-          std::vector<double> sorted;
-          for (int64_t pos : eligible) sorted.push_back(conf(pos));
-          k = s_.transfer == Transfer::kThreshold ? threshold_count(sorted, s_.threshold) : factor_count(sorted, s_.factor);
-          break;
-        }
-        default: break;
-      }
-      k = std::min<int64_t>(k, static_cast<int64_t>(eligible.size()));
-      if (s_.alg_temp > 0 && k > 0) {
-        // multinomial(softmax(score / alg_temp), k) without replacement.
-        Rng rng(stream_seed(params_.seed ^ 0x2545F4914F6CDD1Dull, forwards_, b, -1));
-        std::vector<int64_t> pool = eligible;
-        std::vector<double> w(pool.size());
-        const double top = conf(pool[0]);
-        for (size_t j = 0; j < pool.size(); ++j) w[j] = std::exp((conf(pool[j]) - top) / s_.alg_temp);
-        for (int64_t j = 0; j < k; ++j) {
-          const double u = rng.uniform() * std::accumulate(w.begin(), w.end(), 0.0);
-          double cum = 0;
-          size_t pick = pool.size() - 1;
-          for (size_t q = 0; q < pool.size(); ++q) {
-            cum += w[q];
-            if (u < cum && w[q] > 0) {
-              pick = q;
-              break;
-            }
-          }
-          chosen.push_back(pool[pick]);
-          w[pick] = 0;
-        }
-      } else {
-        chosen.assign(eligible.begin(), eligible.begin() + k);
-      }
-    }
-    for (int64_t pos : chosen) {
-      x_[b][pos] = pred_[b * width + pos - lo].token;  // may be the mask id itself (kept masked)
+    for (int64_t pos : choose(b, e, n)) {
+      x_[b][pos] = pred_[b * e.width + pos - e.lo].token;  // may be the mask id itself (kept masked)
       committed_[b].push_back(pos - prompt_len_);
     }
     if (params_.stop_at_eos) check_stop_at_eos(b);
@@ -423,16 +452,19 @@ void Denoiser::step(std::span<const float> logits_in) {
   if (std::all_of(finished_.begin(), finished_.end(), [](uint8_t f) { return f; })) {
     done_ = true;
   } else if (step_ >= s_.steps_per_block || block_finished()) {
-    if (++block_ >= s_.num_blocks) done_ = true;
-    else start_block();
+    if (++block_ >= s_.num_blocks)
+      done_ = true;
+    else
+      start_block();
   }
 }
 
-// Early stop: nothing left to commit in the current block. Fixed schedules look at every eligible position (earlier
-// blocks included, so skipping is exact); the adaptive rules, like Fast-dLLM, at the block itself.
+// Early stop: nothing left to commit in the current block. Fixed schedules look at every eligible position
+// (earlier blocks included, so skipping is exact); the adaptive rules, like Fast-dLLM, at the block itself.
 bool Denoiser::block_finished() const {
   for (int64_t b = 0; b < batch_; ++b)
-    if (!finished_[b] && count_masks(b, adaptive(s_.transfer) ? block_begin(b) : first_mask_, block_end(b)) > 0)
+    if (!finished_[b] &&
+        count_masks(b, adaptive(s_.transfer) ? block_begin(b) : first_mask_, block_end(b)) > 0)
       return false;
   return true;
 }

@@ -2,7 +2,7 @@
 // scheduler (the server) run the same semantics.
 //
 //   Denoiser d(model.info(), prompts, params);      // validates params; the canvas is prompt + masks
-//   Denoiser d(model.info(), canvases, params, /*infill=*/true);  // or: whole canvases, their mask ids filled
+//   Denoiser d(model.info(), canvases, params, true);  // or (infill): whole canvases, mask ids filled
 //   while (!d.done()) {
 //     const ForwardPlan& plan = d.plan();          // the forward this step needs: rows, tokens, positions,
 //                                                  // validity, logits_from, cache op
@@ -14,14 +14,15 @@
 //
 // A scheduler may run several Denoisers' plans in one batched forward: plans without a cache (CacheOp::kNone)
 // are plain rows of tokens with explicit positions/validity, so rows of different lengths can be right-padded
-// with validity 0 (a padded token neither attends nor is attended to) and the logits sliced back per Denoiser;
-// requests may join or leave between any two steps. Plans with a cache carry their Denoiser's own KvCache and are
-// run one Denoiser per forward. step() expects logits in the layout Model::forward returns for plan.input():
-// [plan.rows, plan.len - plan.logits_from, vocab]. A Denoiser is not thread-safe; distinct Denoisers are
-// independent.
+// with validity 0 (a padded token neither attends nor is attended to) and the logits sliced back per
+// Denoiser; requests may join or leave between any two steps. Plans with a cache carry their Denoiser's own
+// KvCache and are run one Denoiser per forward. step() expects logits in the layout Model::forward returns
+// for plan.input(): [plan.rows, plan.len - plan.logits_from, vocab]. A Denoiser is not thread-safe; distinct
+// Denoisers are independent. forward_plans (denoise/batch_forward.h) is that batched forward.
 //
-// The strategy axes (which positions, how many per step, block length, cache) are resolved from GenerateParams
-// and the model family in the constructor; docs/denoising.md describes each and the reference it reproduces.
+// The strategy axes (which positions, how many per step, block length, cache) are resolved from
+// GenerateParams and the model family in the constructor; docs/denoising.md describes each and the reference
+// it reproduces.
 #pragma once
 
 #include <memory>
@@ -61,13 +62,14 @@ DenoiseSettings resolve_settings(const ModelInfo& info, const GenerateParams& pa
 class Denoiser {
  public:
   // infill = false: each row is a prompt; the canvas is the left-padded prompt + params.gen_length masks.
-  // infill = true: each row is a whole canvas (equal lengths, equal numbers of mask ids); its masked positions are
-  // the generated region (gen_length = their number; blocks are runs of block_length of them, left to right), and
-  // the outputs / step events are the whole canvas. dllm::infill documents the semantics.
-  Denoiser(const ModelInfo& info, const std::vector<std::vector<int32_t>>& prompts, const GenerateParams& params,
-           bool infill = false);
+  // infill = true: each row is a whole canvas (equal lengths, equal numbers of mask ids); its masked
+  // positions are the generated region (gen_length = their number; blocks are runs of block_length of them,
+  // left to right), and the outputs / step events are the whole canvas. dllm::infill documents the semantics.
+  Denoiser(const ModelInfo& info, const std::vector<std::vector<int32_t>>& prompts,
+           const GenerateParams& params, bool infill = false);
 
   bool done() const { return done_; }
+  // The forward this step needs; built once per step (asking again before step() returns the same plan).
   const ForwardPlan& plan();
   void step(std::span<const float> logits);
   void cancel();
@@ -76,8 +78,25 @@ class Denoiser {
   GenerateResult result() const;
   const DenoiseSettings& settings() const { return s_; }
   int64_t rows() const { return batch_; }
+  int64_t plans_built() const { return plans_; }  // one per step
 
  private:
+  // The parts of a step, in order: guide (cfg), eligible, predict_positions, step_counts, choose per row.
+  struct Eligible {
+    std::vector<int64_t> lo_of, hi_of;  // row b's eligible canvas range
+    int64_t lo = 0, width = 0;          // their union: pred_ holds [lo, lo + width) per row
+  };
+  struct StepCounts {
+    int64_t timestep_k = 0;   // kTimestep
+    float p_transfer = 1.0f;  // kTimestepBernoulli
+  };
+  void build_plan();
+  const float* guide(const float* logits, int64_t span, std::vector<float>& combined) const;
+  Eligible eligible(bool reuse) const;
+  void predict_positions(const float* logits, int64_t span, const Eligible& e);
+  StepCounts step_counts(const Eligible& e) const;
+  std::vector<int64_t> choose(int64_t row, const Eligible& e, const StepCounts& n) const;
+
   void init_infill(const std::vector<std::vector<int32_t>>& canvases);
   void start_block();
   int64_t block_begin(int64_t row) const;  // canvas range of the row's current block
@@ -93,12 +112,12 @@ class Denoiser {
   std::vector<std::vector<int32_t>> x_;
   std::vector<std::vector<int64_t>> slots_;  // per row: canvas positions of the generated region, ascending
   std::vector<std::vector<uint8_t>> is_prompt_;
-  std::vector<int64_t> positions_;  // [batch * total] Dream padding position ids; empty = 0..total-1
-  std::vector<uint8_t> valid_;      // [batch * total]; empty = all valid
-  std::vector<uint8_t> finished_;   // stop_at_eos
+  std::vector<int64_t> positions_;           // [batch * total] Dream padding position ids; empty = 0..total-1
+  std::vector<uint8_t> valid_;               // [batch * total]; empty = all valid
+  std::vector<uint8_t> finished_;            // stop_at_eos
   std::vector<std::vector<int64_t>> quota_;  // kUniform, per row per step of the current block
-  std::vector<float> timesteps_;            // kTimestep*
-  int64_t block_ = 0, step_ = 0, forwards_ = 0, forward_tokens_ = 0;
+  std::vector<float> timesteps_;             // kTimestep*
+  int64_t block_ = 0, step_ = 0, forwards_ = 0, forward_tokens_ = 0, plans_ = 0;
   bool done_ = false, cancelled_ = false, planned_ = false;
   ForwardPlan plan_;
   KvCache cache_;

@@ -6,6 +6,7 @@
 #include <numeric>
 #include <vector>
 
+#include "denoise/sampler.h"
 #include "kernels/simd_math.h"
 
 namespace dllm {
@@ -14,9 +15,9 @@ namespace {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
-// Σ exp(x[i] - max) over [begin, end). Over a 100k+ vocabulary per position per step this dominates sampling, so it
-// runs in f32 lanes, accumulated in double per chunk (relative error ~1e-7, far below the margins that order
-// positions).
+// Σ exp(x[i] - max) over [begin, end). Over a 100k+ vocabulary per position per step this dominates sampling,
+// so it runs in f32 lanes, accumulated in double per chunk (relative error ~1e-7, far below the margins that
+// order positions).
 double sum_exp(const float* x, int64_t begin, int64_t end, double max) {
   double sum = 0;
   int64_t v = begin;
@@ -24,7 +25,8 @@ double sum_exp(const float* x, int64_t begin, int64_t end, double max) {
   while (v + 8 <= end) {
     __m256 acc = _mm256_setzero_ps();
     const int64_t chunk_end = std::min(end, v + 1024);
-    for (; v + 8 <= chunk_end; v += 8) acc = _mm256_add_ps(acc, exp256(_mm256_sub_ps(_mm256_loadu_ps(x + v), vmax)));
+    for (; v + 8 <= chunk_end; v += 8)
+      acc = _mm256_add_ps(acc, exp256(_mm256_sub_ps(_mm256_loadu_ps(x + v), vmax)));
     sum += hsum256(acc);
   }
   for (; v < end; ++v) sum += std::exp(x[v] - max);
@@ -40,8 +42,10 @@ void score_distribution(const float* x, int64_t vocab, double max, double sum, K
     for (int64_t v = 0; v < vocab; ++v) {
       if (!keep(v)) continue;
       const double q = std::exp(x[v] - max) / sum;
-      if (q > top1) top2 = top1, top1 = q;
-      else if (q > top2) top2 = q;
+      if (q > top1)
+        top2 = top1, top1 = q;
+      else if (q > top2)
+        top2 = q;
     }
     p.confidence = top1 - top2;
   } else if (score == Unmask::kEntropy) {
@@ -60,17 +64,14 @@ Prediction predict_llada(std::span<const float> logits, const PredictionOptions&
   auto logit = [&](int64_t v) -> double { return v == o.suppress_token ? kNegInf : logits[v]; };
 
   Prediction p;
-  // x0 = argmax(logits) at T = 0, else argmax(exp(logits) / (-log U)^T) in float64; ties go to the first index.
+  // x0 = argmax(logits) at T = 0, else argmax(exp(logits) / (-log U)^T) in float64; ties go to the first
+  // index.
   if (o.temperature <= 0) {
     double best = kNegInf;
     for (int64_t v = 0; v < vocab; ++v)
       if (logit(v) > best) best = logit(v), p.token = static_cast<int32_t>(v);
   } else {
-    double best = -1;
-    for (int64_t v = 0; v < vocab; ++v) {
-      const double noisy = std::exp(logit(v)) / std::pow(-std::log(rng.uniform()), o.temperature);
-      if (noisy > best) best = noisy, p.token = static_cast<int32_t>(v);
-    }
+    p.token = sample_gumbel_max(logits, o.suppress_token, o.temperature, rng);
   }
 
   if (o.score == Unmask::kRandom) {
@@ -100,22 +101,24 @@ Prediction predict_llada(std::span<const float> logits, const PredictionOptions&
     p.confidence = is_excluded(p.token) ? 0.0 : std::exp(logits[p.token] - max) / sum;
     return p;
   }
-  score_distribution(logits.data(), vocab, max, sum, [&](int64_t v) { return !is_excluded(v); }, o.score, p);
+  score_distribution(
+      logits.data(), vocab, max, sum, [&](int64_t v) { return !is_excluded(v); }, o.score, p);
   return p;
 }
 
 Prediction predict_dream(std::span<const float> raw, const PredictionOptions& o, Rng& rng) {
   const int64_t vocab = static_cast<int64_t>(raw.size());
   std::vector<float> x(raw.begin(), raw.end());
-  if (o.suppress_token >= 0 && o.suppress_token < vocab) x[o.suppress_token] = -std::numeric_limits<float>::infinity();
+  if (o.suppress_token >= 0 && o.suppress_token < vocab)
+    x[o.suppress_token] = -std::numeric_limits<float>::infinity();
   if (o.temperature > 0) {
     const float t = static_cast<float>(o.temperature);
     for (float& v : x) v /= t;
   }
   std::vector<uint8_t> keep(static_cast<size_t>(vocab), 1);
   if (o.top_p < 1.0) {
-    // Sorted descending; remove where the cumulative probability (of the tokens before, i.e. shifted right by one)
-    // already exceeds top_p: the first token always stays.
+    // Sorted descending; remove where the cumulative probability (of the tokens before, i.e. shifted right by
+    // one) already exceeds top_p: the first token always stays.
     std::vector<int32_t> order(static_cast<size_t>(vocab));
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return x[a] > x[b]; });
@@ -128,8 +131,8 @@ Prediction predict_dream(std::span<const float> raw, const PredictionOptions& o,
     }
   }
   if (o.top_k > 0 && o.top_k < vocab) {
-    // Remove every logit below the k-th largest (ties with it stay), among what top_p kept (removed ones sit at
-    // finfo.min, below any kept logit).
+    // Remove every logit below the k-th largest (ties with it stay), among what top_p kept (removed ones sit
+    // at finfo.min, below any kept logit).
     std::vector<float> kept;
     for (int64_t v = 0; v < vocab; ++v) kept.push_back(keep[v] ? x[v] : std::numeric_limits<float>::lowest());
     std::nth_element(kept.begin(), kept.begin() + (o.top_k - 1), kept.end(), std::greater<float>());
@@ -146,21 +149,7 @@ Prediction predict_dream(std::span<const float> raw, const PredictionOptions& o,
 
   Prediction p;
   if (o.temperature > 0) {
-    // Categorical(probs).sample(): inverse CDF on one uniform.
-    const double u = rng.uniform() * sum;
-    double cum = 0;
-    int64_t last = 0;
-    p.token = -1;
-    for (int64_t v = 0; v < vocab; ++v) {
-      if (!keep[v]) continue;
-      last = v;
-      cum += std::exp(x[v] - max);
-      if (u < cum) {
-        p.token = static_cast<int32_t>(v);
-        break;
-      }
-    }
-    if (p.token < 0) p.token = static_cast<int32_t>(last);
+    p.token = sample_categorical(x, keep, max, sum, rng);
   } else {
     double best = kNegInf;
     for (int64_t v = 0; v < vocab; ++v)
@@ -171,7 +160,8 @@ Prediction predict_dream(std::span<const float> raw, const PredictionOptions& o,
   } else if (o.score == Unmask::kConfidence) {
     p.confidence = std::exp(x[p.token] - max) / sum;
   } else {
-    score_distribution(x.data(), vocab, max, sum, [&](int64_t v) { return keep[v] != 0; }, o.score, p);
+    score_distribution(
+        x.data(), vocab, max, sum, [&](int64_t v) { return keep[v] != 0; }, o.score, p);
   }
   return p;
 }
@@ -179,7 +169,8 @@ Prediction predict_dream(std::span<const float> raw, const PredictionOptions& o,
 }  // namespace
 
 Prediction predict(std::span<const float> logits, const PredictionOptions& options, Rng& rng) {
-  return options.rule == TokenRule::kLlada ? predict_llada(logits, options, rng) : predict_dream(logits, options, rng);
+  return options.rule == TokenRule::kLlada ? predict_llada(logits, options, rng)
+                                           : predict_dream(logits, options, rng);
 }
 
 }  // namespace dllm

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <set>
 
+#include "denoise/strategy_names.h"
+
 namespace dllm::server {
 namespace {
 
@@ -114,6 +116,15 @@ void reject_unsupported(const json& body) {
   off("modalities", [](const json& v) { return v == json::array({"text"}); });
 }
 
+// The request fields that take strategy words (unmask, alg, remasking, schedule, cache).
+std::vector<std::string> strategy_keys() {
+  std::vector<std::string> keys;
+  for (auto k : unmask_axis().keys) keys.emplace_back(k);
+  for (auto k : transfer_axis().keys) keys.emplace_back(k);
+  for (auto k : cache_axis().keys) keys.emplace_back(k);
+  return keys;
+}
+
 const std::set<std::string>& known_fields(Endpoint e) {
   static const std::set<std::string> common = {
       // OpenAI
@@ -122,15 +133,17 @@ const std::set<std::string>& known_fields(Endpoint e) {
       "frequency_penalty", "best_of", "echo", "suffix", "tools", "functions", "tool_choice",
       "parallel_tool_calls", "response_format", "modalities",
       // dLLM
-      "steps", "block_length", "threshold", "factor", "cache", "alg", "remasking", "cfg_scale", "top_k",
-      "alg_temp", "diffusing", "mask_placeholder", "stop_at_eos"};
+      "steps", "block_length", "threshold", "factor", "cfg_scale", "top_k", "alg_temp", "diffusing",
+      "mask_placeholder", "stop_at_eos"};
   static const std::set<std::string> completions = [] {
     auto s = common;
+    for (const auto& key : strategy_keys()) s.insert(key);
     s.insert("prompt");
     return s;
   }();
   static const std::set<std::string> chat = [] {
     auto s = common;
+    for (const auto& key : strategy_keys()) s.insert(key);
     s.insert({"messages", "max_completion_tokens"});
     return s;
   }();
@@ -222,45 +235,16 @@ std::vector<int32_t> chat_prompt(const json& body, const TextCodec& codec) {
 void parse_dllm_fields(const json& body, const ModelInfo& info, GenerateParams& p) {
   if (auto v = get_int(body, "steps", 1, 1 << 20)) p.steps = *v;
   if (auto v = get_int(body, "block_length", 1, 1 << 20)) p.block_length = *v;
-  if (auto v = get_number(body, "threshold", 0, 1, /*lo_open=*/true)) {
-    p.threshold = *v;
-    p.transfer = Transfer::kThreshold;
-  }
-  if (auto v = get_number(body, "factor", 0, 1e6, /*lo_open=*/true)) {
-    if (field(body, "threshold")) bad("factor", "'factor' and 'threshold' are two different rules; give one");
-    p.factor = *v;
-    p.transfer = Transfer::kFactor;
-  }
-  if (auto v = get_string(body, "cache")) {
-    if (*v == "none")
-      p.cache = CacheMode::kNone;
-    else if (*v == "prefix")
-      p.cache = CacheMode::kPrefix;
-    else if (*v == "dual")
-      p.cache = CacheMode::kDual;
-    else
-      bad("cache", "'cache' must be one of none, prefix, dual; got '" + *v + "'");
-  }
-  for (const char* name : {"alg", "remasking"}) {
-    auto v = get_string(body, name);
-    if (!v) continue;
-    const bool dream = info.architecture == "dream";
-    if (*v == "low_confidence" || *v == "confidence" || *v == "maskgit_plus")
-      p.unmask = Unmask::kConfidence;
-    else if (*v == "margin" || *v == "topk_margin")
-      p.unmask = Unmask::kMargin;
-    else if (*v == "entropy")
-      p.unmask = Unmask::kEntropy;
-    else if (*v == "random")
-      p.unmask = Unmask::kRandom;
-    else if (*v == "origin" && dream) {
-      p.unmask = Unmask::kDefault;  // Dream's default: random order, Bernoulli transfer
-    } else {
-      bad(name, std::string("'") + name +
-                    "' must be one of low_confidence (confidence, maskgit_plus), margin "
-                    "(topk_margin), entropy, random" +
-                    (dream ? ", origin" : "") + "; got '" + *v + "'");
-    }
+  // The strategy axes: the words of src/denoise/strategy_names.h, as the CLI flags take them.
+  StrategyChoice choice;
+  for (const std::string& key : strategy_keys())
+    if (auto v = get_string(body, key.c_str())) choice.words[key] = *v;
+  choice.threshold = get_number(body, "threshold", 0, 1, /*lo_open=*/true);
+  choice.factor = get_number(body, "factor", 0, 1e6, /*lo_open=*/true);
+  try {
+    apply_strategy(choice, p);
+  } catch (const StrategyError& e) {
+    bad(e.key, "'" + e.key + "': " + e.what());
   }
   if (auto v = get_number(body, "cfg_scale", 0, 100)) p.cfg_scale = *v;
   if (auto v = get_int(body, "top_k", 0, 1 << 30)) {

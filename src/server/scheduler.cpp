@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "denoise/batch_forward.h"
 
 namespace dllm::server {
 
@@ -129,16 +130,12 @@ void Scheduler::step_all(std::vector<std::shared_ptr<Job>>& active) {
     }
   retire(active);
 
-  // Plans: rows and length of each job's next forward (a cached plan runs alone: its cache is its own).
-  struct Pending {
-    std::shared_ptr<Job> job;
-    int64_t rows, len;
-  };
+  // Plans: each job's next forward, built once per step (a cached plan runs alone: its cache is its own).
   std::vector<Pending> uncached, cached;
   for (auto& j : active) {
     try {
       const ForwardPlan& p = j->denoiser_->plan();
-      (p.cache_op == CacheOp::kNone ? uncached : cached).push_back({j, p.rows, p.len});
+      (p.cache_op == CacheOp::kNone ? uncached : cached).push_back({j, &p});
     } catch (const std::exception& e) {
       j->finish({}, e.what());
       ++metrics_.failed;
@@ -147,24 +144,22 @@ void Scheduler::step_all(std::vector<std::shared_ptr<Job>>& active) {
   // Batch canvases of similar length: padding a short canvas to a long one costs more than the batch saves,
   // so a group grows (shortest first) only while its padded positions stay within 25% of its real ones.
   std::sort(uncached.begin(), uncached.end(),
-            [](const Pending& a, const Pending& b) { return a.len < b.len; });
-  std::vector<std::shared_ptr<Job>> group;
+            [](const Pending& a, const Pending& b) { return a.plan->len < b.plan->len; });
+  std::vector<Pending> group;
   int64_t rows = 0, real = 0;
   for (const Pending& p : uncached) {
-    if (!group.empty() && (rows + p.rows) * p.len * 4 > (real + p.rows * p.len) * 5) {
-      run_step(group, true);
+    const int64_t len = p.plan->len;
+    if (!group.empty() && (rows + p.plan->rows) * len * 4 > (real + p.plan->rows * len) * 5) {
+      run_step(group);
       group.clear();
       rows = real = 0;
     }
-    group.push_back(p.job);
-    rows += p.rows;
-    real += p.rows * p.len;
+    group.push_back(p);
+    rows += p.plan->rows;
+    real += p.plan->rows * len;
   }
-  if (!group.empty()) run_step(group, true);
-  for (const Pending& p : cached) {
-    std::vector<std::shared_ptr<Job>> one{p.job};
-    run_step(one, false);
-  }
+  if (!group.empty()) run_step(group);
+  for (const Pending& p : cached) run_step({p});
 }
 
 void Scheduler::retire(std::vector<std::shared_ptr<Job>>& active) {
@@ -176,62 +171,15 @@ void Scheduler::retire(std::vector<std::shared_ptr<Job>>& active) {
                active.end());
 }
 
-void Scheduler::run_step(std::vector<std::shared_ptr<Job>>& group, bool batched) {
-  const int64_t vocab = model_.info().vocab_size;
+void Scheduler::run_step(const std::vector<Pending>& group) {
   std::vector<const ForwardPlan*> plans;
-  for (auto& j : group) plans.push_back(&j->denoiser_->plan());
+  for (const Pending& p : group) plans.push_back(p.plan);
   const auto t0 = Clock::now();
   try {
-    std::vector<std::vector<float>> per_job(group.size());
-    int64_t rows = 0, len = 0;
-    if (group.size() == 1 || !batched) {
-      const ForwardPlan& p = *plans[0];
-      per_job[0] = model_.forward(p.input()).value();
-      rows = p.rows;
-      len = p.len;
-    } else {
-      // One forward for every canvas: rows right-padded to the longest plan; padding is invalid (attends to
-      // nothing and is attended by nothing), so each row computes what it would alone.
-      int64_t from = INT64_MAX;
-      for (const ForwardPlan* p : plans) {
-        rows += p->rows;
-        len = std::max(len, p->len);
-        from = std::min(from, p->logits_from);
-      }
-      std::vector<int32_t> tokens(rows * len, model_.info().mask_id);
-      std::vector<int64_t> positions(rows * len, 0);
-      std::vector<uint8_t> valid(rows * len, 0);
-      int64_t r0 = 0;
-      for (const ForwardPlan* p : plans) {
-        for (int64_t r = 0; r < p->rows; ++r) {
-          const int64_t dst = (r0 + r) * len, src = r * p->len;
-          std::copy_n(p->tokens.begin() + src, p->len, tokens.begin() + dst);
-          for (int64_t i = 0; i < p->len; ++i) {
-            positions[dst + i] = p->positions.empty() ? p->canvas_offset + i : p->positions[src + i];
-            valid[dst + i] = p->valid.empty() ? 1 : p->valid[src + i];
-          }
-        }
-        r0 += p->rows;
-      }
-      ForwardInput in;
-      in.tokens = tokens;
-      in.batch = rows;
-      in.logits_from = from;
-      in.positions = positions;
-      in.valid = valid;
-      std::vector<float> logits = model_.forward(in).value();
-      const int64_t span = len - from;
-      r0 = 0;
-      for (size_t k = 0; k < plans.size(); ++k) {
-        const ForwardPlan& p = *plans[k];
-        const int64_t own = p.len - p.logits_from;
-        per_job[k].resize(p.rows * own * vocab);
-        for (int64_t r = 0; r < p.rows; ++r)
-          std::copy_n(logits.begin() + ((r0 + r) * span + (p.logits_from - from)) * vocab, own * vocab,
-                      per_job[k].begin() + r * own * vocab);
-        r0 += p.rows;
-      }
-    }
+    // One forward for every canvas of the group (denoise/batch_forward.h): rows right-padded to the longest.
+    BatchedLogits out = forward_plans(model_, plans);
+    std::vector<std::vector<float>>& per_job = out.logits;
+    const int64_t rows = out.rows, len = out.len;
     metrics_.forward_seconds.observe(std::chrono::duration<double>(Clock::now() - t0).count());
     ++metrics_.forwards;
     metrics_.forward_rows += rows;
@@ -239,7 +187,7 @@ void Scheduler::run_step(std::vector<std::shared_ptr<Job>>& group, bool batched)
     metrics_.batch_rows.observe(static_cast<double>(rows));
 
     for (size_t k = 0; k < group.size(); ++k) {
-      Job& j = *group[k];
+      Job& j = *group[k].job;
       try {
         j.denoiser_->step(per_job[k]);
         ++metrics_.steps;
@@ -269,7 +217,7 @@ void Scheduler::run_step(std::vector<std::shared_ptr<Job>>& group, bool batched)
       }
     }
   } catch (const std::exception& e) {
-    for (auto& j : group) j->finish({}, std::string("model forward failed: ") + e.what());
+    for (const Pending& p : group) p.job->finish({}, std::string("model forward failed: ") + e.what());
     metrics_.failed += group.size();
   }
 }

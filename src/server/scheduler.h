@@ -88,8 +88,13 @@ class Scheduler {
 
  private:
   void loop();
+  // A job and the plan of its next step (built once per step by step_all).
+  struct Pending {
+    std::shared_ptr<Job> job;
+    const ForwardPlan* plan;
+  };
   void step_all(std::vector<std::shared_ptr<Job>>& active);
-  void run_step(std::vector<std::shared_ptr<Job>>& group, bool batched);
+  void run_step(const std::vector<Pending>& group);
   void retire(std::vector<std::shared_ptr<Job>>& active);
 
   Model& model_;

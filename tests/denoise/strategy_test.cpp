@@ -1,9 +1,14 @@
-// The strategy parts on their own (how many per step), and their combinations through the Denoiser: threshold and
-// factor rules, early stop, caches (exact when every step refreshes; measured drift otherwise), the steppable
-// interface a scheduler drives.
+// The strategy parts on their own (how many per step), and their combinations through the Denoiser: threshold
+// and factor rules, early stop, caches (exact when every step refreshes; measured drift otherwise), the
+// steppable interface a scheduler drives.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+
+#include "denoise/batch_forward.h"
 #include "denoise/denoiser.h"
+#include "denoise/sampler.h"
 #include "denoise/schedule.h"
 #include "dllm/dllm.h"
 #include "test_util.h"
@@ -45,6 +50,46 @@ TEST(Schedule, FactorRuleIsTheLargestNWithNPlusOneTimesOneMinusCBelowF) {
   EXPECT_EQ(factor_count(c, 1.3), 3);
   EXPECT_EQ(factor_count(c, 3.0), 4);
   EXPECT_EQ(factor_count(c, 0.01), 1);  // at least one
+}
+
+TEST(Schedule, TimestepBernoulliIsOneMinusSOverTAndAllOnTheLastStep) {
+  EXPECT_FLOAT_EQ(timestep_bernoulli_probability(1.0f, 0.75f, false), 0.25f);
+  EXPECT_EQ(timestep_bernoulli_probability(0.5f, 0.25f, true), 1.0f);
+}
+
+// The samplers on their own: their edge cases are exact, and a seed gives the same draw.
+TEST(Samplers, BernoulliKeepsEachWithItsProbability) {
+  const std::vector<int64_t> pos = {3, 5, 8, 9};
+  Rng a(1), b(1);
+  EXPECT_EQ(sample_bernoulli(pos, 1.0f, a), pos);
+  EXPECT_TRUE(sample_bernoulli(pos, 0.0f, b).empty());
+  Rng d(7), e(7);
+  EXPECT_EQ(sample_bernoulli(pos, 0.5f, d), sample_bernoulli(pos, 0.5f, e));
+}
+
+TEST(Samplers, MultinomialDrawsWithoutReplacement) {
+  const std::vector<int64_t> ranked = {4, 2, 7};
+  const std::vector<double> scores = {0.9, 0.5, 0.1};
+  Rng a(3);
+  EXPECT_EQ(sample_multinomial(ranked, scores, 3, 1e-3, a), ranked);  // cold: the score order
+  Rng b(3);
+  auto all = sample_multinomial(ranked, scores, 3, 100.0, b);  // hot: any order, each once
+  std::sort(all.begin(), all.end());
+  EXPECT_EQ(all, (std::vector<int64_t>{2, 4, 7}));
+}
+
+TEST(Samplers, GumbelMaxAndCategoricalNeverPickSuppressedOrRemovedIds) {
+  const std::vector<float> logits = {0.0f, 5.0f, 1.0f, 2.0f};
+  const std::vector<uint8_t> keep = {1, 0, 1, 1};
+  for (uint64_t seed = 0; seed < 50; ++seed) {
+    Rng a(seed), b(seed);
+    EXPECT_NE(sample_gumbel_max(logits, 1, 1.0, a), 1);
+    double max = 2.0, sum = 0;
+    for (int v : {0, 2, 3}) sum += std::exp(logits[v] - max);
+    EXPECT_NE(sample_categorical(logits, keep, max, sum, b), 1);
+  }
+  Rng c(0);
+  EXPECT_EQ(sample_gumbel_max(logits, -1, 1e-3, c), 1);  // cold: the argmax
 }
 
 GenerateParams base(int64_t gen, int64_t block, int64_t steps) {
@@ -141,7 +186,8 @@ TEST(Caches, CachedModesRecomputeLessAndFinish) {
   }
 }
 
-// The first step of each block is a full forward in every mode: a one-step-per-block schedule is exact with caches.
+// The first step of each block is a full forward in every mode: a one-step-per-block schedule is exact with
+// caches.
 TEST(Caches, OneStepPerBlockIsExact) {
   auto p = base(32, 8, 4);
   auto exact = generate(*llada(), {{10, 20, 30}}, p).value();
@@ -149,40 +195,43 @@ TEST(Caches, OneStepPerBlockIsExact) {
   EXPECT_EQ(generate(*llada(), {{10, 20, 30}}, p).value().outputs, exact.outputs);
 }
 
-// Two Denoisers stepped by hand through one batched forward give what each gives alone: the interface a batching
-// scheduler uses (rows of equal length here; the server right-pads with validity 0).
+// Two Denoisers stepped by hand through one batched forward (forward_plans, as the server's scheduler does)
+// give what each gives alone; their canvases differ in length, so the shorter one is right-padded.
 TEST(Denoiser, TwoRequestsShareOneBatchedForward) {
   auto model = llada();
   auto p = base(16, 8, 16);
   auto alone_a = generate(*model, {{10, 20, 30}}, p).value();
   auto q = base(16, 16, 8);
-  auto alone_b = generate(*model, {{40, 50, 60}}, q).value();
-  Denoiser a(model->info(), {{10, 20, 30}}, p), b(model->info(), {{40, 50, 60}}, q);
+  auto alone_b = generate(*model, {{40, 50, 60, 70}}, q).value();
+  Denoiser a(model->info(), {{10, 20, 30}}, p), b(model->info(), {{40, 50, 60, 70}}, q);
+  int64_t shared = 0;
   while (!a.done() || !b.done()) {
     std::vector<Denoiser*> live;
+    std::vector<const ForwardPlan*> plans;
     for (Denoiser* d : {&a, &b})
-      if (!d->done()) live.push_back(d);
-    std::vector<int32_t> tokens;
-    int64_t logits_from = 1 << 30, len = 0;
-    for (Denoiser* d : live) {
-      const ForwardPlan& plan = d->plan();
-      tokens.insert(tokens.end(), plan.tokens.begin(), plan.tokens.end());
-      logits_from = std::min(logits_from, plan.logits_from);
-      len = plan.len;
-    }
-    ForwardInput in;
-    in.tokens = tokens;
-    in.batch = static_cast<int64_t>(live.size());
-    in.logits_from = logits_from;
-    auto logits = model->forward(in).value();
-    const int64_t vocab = model->info().vocab_size, span = len - logits_from;
-    for (size_t i = 0; i < live.size(); ++i) {
-      const int64_t skip = live[i]->plan().logits_from - logits_from;
-      live[i]->step({logits.data() + (i * span + skip) * vocab, static_cast<size_t>((span - skip) * vocab)});
-    }
+      if (!d->done()) {
+        live.push_back(d);
+        plans.push_back(&d->plan());
+      }
+    BatchedLogits out = forward_plans(*model, plans);
+    shared += live.size() > 1;
+    for (size_t i = 0; i < live.size(); ++i) live[i]->step(out.logits[i]);
   }
+  EXPECT_GT(shared, 0);
   EXPECT_EQ(a.result().outputs, alone_a.outputs);
   EXPECT_EQ(b.result().outputs, alone_b.outputs);
+}
+
+// plan() is built once per step, however often a driver asks for it before stepping.
+TEST(Denoiser, PlanIsBuiltOncePerStep) {
+  auto model = llada();
+  Denoiser d(model->info(), {{10, 20, 30}}, base(16, 8, 16));
+  while (!d.done()) {
+    const ForwardPlan& first = d.plan();
+    EXPECT_EQ(&d.plan(), &first);
+    d.step(model->forward(d.plan().input()).value());
+  }
+  EXPECT_EQ(d.plans_built(), d.result().forwards);
 }
 
 TEST(Strategies, RejectsBadValuesByName) {

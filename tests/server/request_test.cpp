@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "denoise/strategy_names.h"
 #include "server/text_codec.h"
 
 namespace dllm::server {
@@ -72,6 +73,61 @@ TEST_F(Fixture, ErrorsNameTheField) {
       parse({{"messages", json::array({{{"role", "user"}, {"content", "1"}}})}}, Endpoint::kChat)->param,
       "messages");  // no chat template
   EXPECT_FALSE(parse({{"prompt", "1"}, {"logprobs", nullptr}, {"presence_penalty", 0}}));
+}
+
+// Every word of every strategy axis through every request field that takes it (the tables of
+// src/denoise/strategy_names.h, as the CLI flags take them); unknown words are a 400 naming the field and
+// listing the words.
+TEST_F(Fixture, EveryStrategyWordThroughEveryField) {
+  auto parse_params = [&](const json& extra) {
+    json body = {{"prompt", "1 2 3"}};
+    body.update(extra);
+    GenRequest r;
+    auto err = parse_request(body, Endpoint::kCompletions, codec, info, policy, r);
+    EXPECT_FALSE(err) << extra.dump() << ": " << err->message;
+    return r.params;
+  };
+  for (auto key : unmask_axis().keys)
+    for (const auto& w : unmask_axis().words) {
+      const GenerateParams p = parse_params({{std::string(key), std::string(w.name)}});
+      EXPECT_EQ(p.unmask, w.value.unmask) << key << " " << w.name;
+      EXPECT_EQ(p.transfer, w.value.transfer) << key << " " << w.name;
+    }
+  for (const auto& w : transfer_axis().words)
+    EXPECT_EQ(parse_params({{"schedule", std::string(w.name)}}).transfer, w.value) << w.name;
+  for (const auto& w : cache_axis().words)
+    EXPECT_EQ(parse_params({{"cache", std::string(w.name)}}).cache, w.value);
+  // The chat endpoint knows the same fields.
+  EXPECT_EQ(parse({{"messages", json::array()}, {"schedule", "factor"}}, Endpoint::kChat)->param, "messages");
+
+  auto unknown = [&](const std::string& key, const std::string& accepted) {
+    auto err = parse({{"prompt", "1"}, {key, "magic"}});
+    ASSERT_TRUE(err) << key;
+    EXPECT_EQ(err->status, 400);
+    EXPECT_EQ(err->param, key);
+    EXPECT_EQ(err->message, "'" + key + "': 'magic' is not one of " + accepted);
+    const json body = error_body(*err);
+    EXPECT_EQ(body["error"]["type"], "invalid_request_error");
+    EXPECT_EQ(body["error"]["param"], key);
+  };
+  for (auto key : unmask_axis().keys) unknown(std::string(key), unmask_axis().accepted());
+  unknown("schedule", transfer_axis().accepted());
+  unknown("cache", cache_axis().accepted());
+  EXPECT_EQ(parse({{"prompt", "1"}, {"alg", "origin"}, {"unmask", "margin"}})->param, "alg");
+  EXPECT_EQ(parse({{"prompt", "1"}, {"threshold", 0.5}, {"factor", 1}})->param, "factor");
+  EXPECT_EQ(parse({{"prompt", "1"}, {"threshold", 0.5}, {"schedule", "uniform"}})->param, "threshold");
+}
+
+// The server's defaults (dllm serve's flags) stay unless a request names the axis.
+TEST_F(Fixture, RequestWordsOverrideOnlyTheirAxis) {
+  policy.defaults.transfer = Transfer::kThreshold;
+  policy.defaults.cache = CacheMode::kDual;
+  GenRequest r;
+  ASSERT_FALSE(parse_request({{"prompt", "1"}, {"remasking", "random"}}, Endpoint::kCompletions, codec, info,
+                             policy, r));
+  EXPECT_EQ(r.params.unmask, Unmask::kRandom);
+  EXPECT_EQ(r.params.transfer, Transfer::kThreshold);
+  EXPECT_EQ(r.params.cache, CacheMode::kDual);
 }
 
 TEST(PrefixStream, EmitsCommittedPrefixInOrderAndStopsAtEos) {

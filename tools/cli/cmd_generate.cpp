@@ -24,7 +24,6 @@ struct GenerateOptions {
   bool chat = false;
   std::string system;
   std::string dtype = "auto";
-  std::string remasking = "low_confidence";
   int threads = 0;
   bool json = false;
   bool quiet = false;
@@ -71,12 +70,6 @@ void run_generate(const GenerateOptions& o) {
   for (const auto& text : o.prompt_ids) prompts.push_back(parse_ids(text));
   for (const auto& text : o.prompts) prompts.push_back(encode_prompt(tok, chat ? &*chat : nullptr, o, text));
   GenerateParams params = o.params;
-  if (o.remasking == "low_confidence")
-    params.remasking = Remasking::kLowConfidence;
-  else if (o.remasking == "random")
-    params.remasking = Remasking::kRandom;
-  else
-    fail("--remasking: '", o.remasking, "' is not one of low_confidence, random");
   apply_denoise_flags(o.denoise, params);
 
   auto model = load_model_or_throw(o.model, parse_dtype(o.dtype), o.threads, o.quiet || o.json);
@@ -158,8 +151,6 @@ void setup(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--steps", o->params.steps,
                   "Denoising steps in total, split evenly over blocks (0 = gen-length)")
-      ->capture_default_str();
-  cmd->add_option("--remasking", o->remasking, "Which positions to commit first: low_confidence | random")
       ->capture_default_str();
   cmd->add_option("--temperature", o->params.temperature, "Gumbel-max sampling temperature (0 = argmax)")
       ->capture_default_str();

@@ -5,6 +5,7 @@
 #include "command.h"
 #include "common.h"
 #include "core/error.h"
+#include "denoise_flags.h"
 #include "server/server.h"
 
 namespace dllm::cli {
@@ -15,38 +16,15 @@ struct ServeCliOptions {
   std::string model_id;
   std::string dtype = "auto";
   int threads = 0;
-  std::string cache = "none";
-  std::string alg;
-  double threshold = 0;
+  DenoiseFlags denoise;
   server::ServeOptions serve;
 };
 
 void run_serve(ServeCliOptions& o) {
   server::ServeOptions& s = o.serve;
   GenerateParams& d = s.policy.defaults;
-  if (o.cache == "none")
-    d.cache = CacheMode::kNone;
-  else if (o.cache == "prefix")
-    d.cache = CacheMode::kPrefix;
-  else if (o.cache == "dual")
-    d.cache = CacheMode::kDual;
-  else
-    fail("--cache: '", o.cache, "' is not one of none, prefix, dual");
-  if (o.alg == "low_confidence" || o.alg == "confidence")
-    d.unmask = Unmask::kConfidence;
-  else if (o.alg == "margin")
-    d.unmask = Unmask::kMargin;
-  else if (o.alg == "entropy")
-    d.unmask = Unmask::kEntropy;
-  else if (o.alg == "random")
-    d.unmask = Unmask::kRandom;
-  else if (!o.alg.empty())
-    fail("--alg: '", o.alg, "' is not one of low_confidence, margin, entropy, random");
-  if (o.threshold > 0) {
-    if (o.threshold > 1) fail("--threshold: must be in (0, 1], got ", o.threshold);
-    d.threshold = o.threshold;
-    d.transfer = Transfer::kThreshold;
-  }
+  if (o.denoise.threshold && *o.denoise.threshold == 0) o.denoise.threshold.reset();  // serve: 0 = off
+  apply_denoise_flags(o.denoise, d);
   if (d.gen_length > s.policy.max_tokens)
     fail("--gen-length ", d.gen_length, " is over --max-tokens ", s.policy.max_tokens);
   if (s.port < 0 || s.port > 65535) fail("--port: ", s.port, " is not a TCP port");
@@ -88,15 +66,13 @@ void setup(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--block-length", s.policy.defaults.block_length, "Default block length (0 = one block)")
       ->capture_default_str();
-  cmd->add_option("--threshold", o->threshold,
-                  "Default confidence threshold (Fast-dLLM: commit every position above it; 0 = off)")
-      ->capture_default_str();
-  cmd->add_option("--cache", o->cache, "Default cache: none | prefix | dual")->capture_default_str();
-  cmd->add_option("--alg", o->alg, "Default unmasking order: low_confidence | margin | entropy | random");
   cmd->add_option("--temperature", s.policy.defaults.temperature, "Default temperature")
       ->capture_default_str();
   cmd->add_option("--cfg-scale", s.policy.defaults.cfg_scale, "Default classifier-free guidance scale")
       ->capture_default_str();
+  add_denoise_flags(cmd, s.policy.defaults, o->denoise);  // the strategy axes
+  cmd->get_option("--threshold")
+      ->description(cmd->get_option("--threshold")->get_description() + " (0 = off)");
   cmd->add_flag(
          "--stop-at-eos,!--no-stop-at-eos", s.policy.defaults.stop_at_eos,
          "Stop denoising a row once its answer has ended (EOS committed with nothing masked before it); the "

@@ -25,6 +25,7 @@
 #include "common.h"
 #include "core/error.h"
 #include "core/file.h"
+#include "denoise/strategy_names.h"
 #include "model/model_tokenizer.h"
 #include "tokenizer/tokenizer.h"
 
@@ -326,13 +327,7 @@ std::vector<GridSetting> grid_settings(const StudyOptions& o) {
   for (int64_t block : blocks) {
     if (block <= 0 || S % block != 0) fail("--block-lengths: ", block, " does not divide --span ", S);
     for (const auto& cache : caches) {
-      CacheMode cm = CacheMode::kNone;
-      if (cache == "prefix")
-        cm = CacheMode::kPrefix;
-      else if (cache == "dual")
-        cm = CacheMode::kDual;
-      else if (cache != "none")
-        fail("--caches: '", cache, "' is not one of none, prefix, dual");
+      const CacheMode cm = cache_axis().parse(cache, "--caches");
       for (int64_t div : {1, 2, 4, 8, 16}) {
         const int64_t steps = S / div;
         if (S % div != 0 || steps % (S / block) != 0) continue;  // steps must split evenly over the blocks

@@ -1,8 +1,10 @@
-// The denoising-strategy flags `dllm generate` (and other commands) share: Dream's --alg/--alg-temp/--eps/--top-k/
-// --top-p, the axes --unmask/--schedule, Fast-dLLM's --threshold/--factor and --cache. docs/denoising.md.
+// The denoising-strategy flags that `dllm generate`, `infill` and `serve` share: the strategy axes, whose
+// words come from one table (src/denoise/strategy_names.h: the flags unmask / alg / remasking, schedule and
+// cache), Fast-dLLM's threshold / factor, and Dream's alg-temp / eps / top-k / top-p. docs/denoising.md.
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -11,16 +13,14 @@
 namespace dllm::cli {
 
 struct DenoiseFlags {
-  std::string alg;       // Dream: origin | maskgit_plus | topk_margin | entropy
-  std::string unmask;    // confidence | margin | entropy | random
-  std::string schedule;  // uniform | timestep
+  std::map<std::string, std::optional<std::string>>
+      words;  // flag name without dashes -> the word, when given
   std::optional<double> threshold, factor;
-  std::string cache = "none";
 };
 
 // Registers the flags; plain numeric ones write straight into params.
 void add_denoise_flags(CLI::App* cmd, GenerateParams& params, DenoiseFlags& flags);
-// Resolves the string flags into params; the error names the flag and the bad value.
+// Resolves the words and rules into params; the error names the flag and lists the accepted words.
 void apply_denoise_flags(const DenoiseFlags& flags, GenerateParams& params);
 
 }  // namespace dllm::cli

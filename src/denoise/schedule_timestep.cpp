@@ -1,21 +1,17 @@
-#include "denoise/schedule.h"
-
-#include <algorithm>
+// "How many" rule: Dream's timestep schedule, k = int(masked * (1 - s/t)) over t = linspace(1, eps, steps +
+// 1).
 #include <cmath>
+
+#include "denoise/schedule.h"
 
 namespace dllm {
 
-std::vector<int64_t> uniform_transfer_counts(int64_t masked, int64_t steps) {
-  std::vector<int64_t> counts(static_cast<size_t>(steps), masked / steps);
-  for (int64_t i = 0; i < masked % steps; ++i) ++counts[i];
-  return counts;
-}
-
 std::vector<float> dream_timesteps(int64_t steps, double eps) {
-  // torch's CPU linspace kernel (ATen RangeFactoriesKernel, AVX2 build, as the oracle ran): whole pairs of 8-lane
-  // vectors get lanes base + j*step (j*step rounded on its own), base = start + step*idx for the first half and
-  // end - step*(n-1-idx) for the second (each one fused multiply-add); the tail is scalar, fused too. The values
-  // differ from the naive formula in the last bit, which can move Dream's truncated transfer counts.
+  // torch's CPU linspace kernel (ATen RangeFactoriesKernel, AVX2 build, as the oracle ran): whole pairs of
+  // 8-lane vectors get lanes base + j*step (j*step rounded on its own), base = start + step*idx for the first
+  // half and end - step*(n-1-idx) for the second (each one fused multiply-add); the tail is scalar, fused
+  // too. The values differ from the naive formula in the last bit, which can move Dream's truncated transfer
+  // counts.
   const int64_t n = steps + 1;
   const float start = 1.0f, end = static_cast<float>(eps);
   if (n == 1) return {start};
@@ -44,20 +40,6 @@ int64_t timestep_transfer_count(float mean_masked, float t, float s, bool last_s
   if (last_step) return static_cast<int64_t>(mean_masked);
   const float ratio = 1.0f - s / t;
   return static_cast<int64_t>(mean_masked * ratio);
-}
-
-int64_t threshold_count(std::span<const double> sorted, double tau) {
-  if (sorted.empty()) return 0;
-  int64_t n = 1;
-  while (n < static_cast<int64_t>(sorted.size()) && sorted[n] >= tau) ++n;
-  return n;
-}
-
-int64_t factor_count(std::span<const double> sorted, double factor) {
-  if (sorted.empty()) return 0;
-  int64_t n = 1;  // c_1 always goes
-  while (n < static_cast<int64_t>(sorted.size()) && static_cast<double>(n + 2) * (1.0 - sorted[n]) < factor) ++n;
-  return n;
 }
 
 }  // namespace dllm
