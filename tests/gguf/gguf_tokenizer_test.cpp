@@ -103,8 +103,8 @@ TEST(GgufTokenizer, UnsupportedVocabulariesNameTheKey) {
   }
 }
 
-// A tokenizer that cannot be built is returned as the reason (naming the file and the key), not thrown: the model
-// still runs on token ids. The oracle GGUF's placeholder vocabulary merges tokens it does not have.
+// A tokenizer that cannot be built is returned as the reason (naming the file and the key), not thrown: the
+// model still runs on token ids. The oracle GGUF's placeholder vocabulary merges tokens it does not have.
 TEST(GgufTokenizer, UnbuildableTokenizerIsAReasonNotAnError) {
   const std::string gguf = test::data_path("gguf/llada_tiny_f32.gguf");
   const ModelTokenizer broken = try_load_model_tokenizer(gguf, /*with_gguf_chat=*/true);

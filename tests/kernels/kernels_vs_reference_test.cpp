@@ -79,8 +79,9 @@ TEST_P(LinearTest, Bf16StoredWeights) {
 // above).
 TEST_P(LinearTest, Bf16FastPath) {
   if (!bf16_matmul_supported())
-    GTEST_SKIP() << "no bf16 matmul here (the CPU lacks AVX512_BF16 / AMX, or ONEDNN_MAX_CPU_ISA excludes them): "
-                    "no fast path to test";
+    GTEST_SKIP()
+        << "no bf16 matmul here (the CPU lacks AVX512_BF16 / AMX, or ONEDNN_MAX_CPU_ISA excludes them): "
+           "no fast path to test";
   const auto [m, n, k] = GetParam();
   auto x = random_values(m * k, 1.0f, 6), w = random_values(n * k, 0.05f, 7);
   std::vector<uint16_t> w_bf16(w.size());
