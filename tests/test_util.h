@@ -25,8 +25,11 @@ inline std::string read_file(const std::string& path) {
 inline nlohmann::json read_json(const std::string& path) { return nlohmann::json::parse(read_file(path)); }
 
 // JSON lines, or a JSON object whose "cases" field is one object per line (the oracle's generate.json).
+// Throws when there is none, so that a loop over them cannot pass by running zero times.
 inline std::vector<nlohmann::json> read_cases(const std::string& path) {
-  return read_json(path)["cases"].get<std::vector<nlohmann::json>>();
+  auto cases = read_json(path)["cases"].get<std::vector<nlohmann::json>>();
+  if (cases.empty()) throw std::runtime_error(path + ": no cases");
+  return cases;
 }
 
 struct NpyArray {

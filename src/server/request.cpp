@@ -219,7 +219,8 @@ std::vector<int32_t> chat_prompt(const json& body, const TextCodec& codec) {
   }
   if (!codec.chat_template())
     bad("messages",
-        codec.has_tokenizer()
+        !codec.tokenizer_error().empty() ? codec.tokenizer_error()
+        : codec.has_tokenizer()
             ? "this model has no chat template (tokenizer_config.json); use /v1/completions"
             : "this model has no tokenizer.json and no chat template; use /v1/completions with token ids");
   std::string text;

@@ -80,6 +80,7 @@ json App::models_json() const {
                     {"temperature", d.temperature},
                     {"cfg_scale", d.cfg_scale}}},
                   {"limits", {{"max_tokens", o_.policy.max_tokens}, {"max_n", o_.policy.max_n}}}}}};
+  if (!codec_.tokenizer_error().empty()) model["dllm"]["tokenizer_error"] = codec_.tokenizer_error();
   return model;
 }
 
@@ -362,6 +363,9 @@ int serve(std::shared_ptr<Model> model, const std::string& model_dir, const Serv
     const std::string tok_dir = options.tokenizer_dir.empty() ? model_dir : options.tokenizer_dir;
     TextCodec codec = options.tokenizer_dir.empty() ? TextCodec::load_if_present(tok_dir, model->info())
                                                     : TextCodec::load(tok_dir, model->info());
+    if (!codec.tokenizer_error().empty())
+      std::fprintf(stderr, "dllm serve: warning: %s; only token-id prompts can be served\n",
+                   codec.tokenizer_error().c_str());
     if (!options.quiet)
       std::fprintf(stderr, "dllm serve: text codec: %s%s\n", codec.kind().c_str(),
                    codec.chat_template() ? " + chat template" : "");

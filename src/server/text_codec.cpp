@@ -41,11 +41,19 @@ TextCodec TextCodec::load(const std::string& dir, const ModelInfo& info) {
 TextCodec TextCodec::load_if_present(const std::string& dir, const ModelInfo& info) {
   namespace fs = std::filesystem;
   const bool present = fs::is_regular_file(dir) || fs::exists(fs::path(dir) / "tokenizer.json");
-  return load(present ? dir : "", info);
+  if (!present) return load("", info);
+  try {
+    return load(dir, info);
+  } catch (const Error& e) {
+    TextCodec c = load("", info);
+    c.tokenizer_error_ = e.what();
+    return c;
+  }
 }
 
 std::vector<int32_t> TextCodec::encode(std::string_view text, bool add_special_tokens) const {
   if (tokenizer_) return tokenizer_->encode(text, add_special_tokens);
+  if (!tokenizer_error_.empty()) throw Error(tokenizer_error_);
   std::vector<int32_t> ids;
   size_t i = 0;
   while (i < text.size()) {

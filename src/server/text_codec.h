@@ -1,6 +1,8 @@
 // Text <-> token ids for a served model: the model's tokenizer.json (and chat template) when it has one, else
 // an "ids codec" where text is the token ids written as decimal numbers ("12 7 480"), so that a model without
-// a tokenizer (the tiny test models) can still be served, streamed and shown.
+// a tokenizer (the tiny test models) can still be served, streamed and shown. A model whose own tokenizer
+// cannot be built (a GGUF file with a placeholder vocabulary, ...) is served on token ids too, and text then
+// fails with the reason (tokenizer_error()).
 #pragma once
 
 #include <cstdint>
@@ -21,15 +23,22 @@ class TextCodec {
   // `dir`: a directory with tokenizer.json (and tokenizer_config.json for the chat template), or "" for the
   // ids codec. Throws dllm::Error when a tokenizer.json is there but cannot be loaded.
   static TextCodec load(const std::string& dir, const ModelInfo& info);
-  // Looks for tokenizer.json in `dir`: the tokenizer codec when it is there, the ids codec otherwise.
+  // Looks for tokenizer.json in `dir` (or `dir` is a tokenizer.json / .gguf file): the tokenizer codec when
+  // it is there, the ids codec otherwise. A tokenizer that is there but cannot be built is not thrown: the
+  // codec decodes as the ids codec does, and encode() throws the reason (tokenizer_error()).
   static TextCodec load_if_present(const std::string& dir, const ModelInfo& info);
 
   bool has_tokenizer() const { return tokenizer_.has_value(); }
   const ChatTemplate* chat_template() const { return chat_ ? &*chat_ : nullptr; }
   const Tokenizer* tokenizer() const { return tokenizer_ ? &*tokenizer_ : nullptr; }
-  std::string kind() const { return has_tokenizer() ? "tokenizer.json" : "ids"; }
+  // "tokenizer.json", "ids" (text is token ids), or "none" (the tokenizer could not be built: no text).
+  std::string kind() const {
+    return has_tokenizer() ? "tokenizer.json" : tokenizer_error_.empty() ? "ids" : "none";
+  }
+  // Why the model's tokenizer could not be built (naming the file and key); "" when it was, or there is none.
+  const std::string& tokenizer_error() const { return tokenizer_error_; }
 
-  // Throws dllm::Error (ids codec: a word that is not a token id).
+  // Throws dllm::Error (ids codec: a word that is not a token id; kind "none": tokenizer_error()).
   std::vector<int32_t> encode(std::string_view text, bool add_special_tokens) const;
   // Special tokens are skipped (ids codec: every id is printed).
   std::string decode(std::span<const int32_t> ids) const;
@@ -52,6 +61,7 @@ class TextCodec {
  private:
   std::optional<Tokenizer> tokenizer_;
   std::optional<ChatTemplate> chat_;
+  std::string tokenizer_error_;
   int32_t mask_id_ = -1, eos_id_ = -1, eot_id_ = -1;
   int64_t vocab_size_ = 0;
 };

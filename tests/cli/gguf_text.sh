@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The dllm command end to end with a GGUF file alone: convert the demo model, then text in and text out through
 # the tokenizer stored in the file must equal the Hugging Face directory's (same ids, same text), for generate,
-# generate --tokenizer and infill; a GGUF without a usable vocabulary must fail with a message naming the file.
+# generate --tokenizer and infill; a GGUF without a usable vocabulary runs on token ids with one warning, and
+# text fails with the same message, naming the file and the key.
 #
 #   tests/cli/gguf_text.sh PATH/TO/dllm REPO_ROOT
 set -euo pipefail
@@ -27,10 +28,41 @@ infill() { "$bin" infill -q --json --dtype f32 --text 'def add(a, b):
 ' "$@"; }
 [ "$(strip "$(infill -m "$demo")")" = "$(strip "$(infill -m "$tmp/demo.gguf")")" ] || { echo "FAIL: GGUF infill differs"; exit 1; }
 
-# The oracle GGUF has a placeholder vocabulary ("<i>" tokens): text must fail naming the file, not crash.
-if err=$("$bin" generate -m "$root/tests/data/gguf/llada_tiny_f32.gguf" -p "hi" --gen-length 8 --block-length 8 \
-  --steps 8 2>&1); then
-  echo "FAIL: text with a placeholder vocabulary succeeded"; exit 1
-fi
-grep -q "llada_tiny_f32.gguf" <<<"$err" || { echo "FAIL: error does not name the file: $err"; exit 1; }
+# The tokenizer only where text is: a GGUF whose tokenizer cannot be built runs on --prompt-ids with ONE warning
+# naming the file and the key; a text prompt (generate, infill) then fails with that same message.
+#   no_text MODEL KEY: checks both for MODEL, whose warning must name KEY.
+no_text() {
+  local model=$1 key=$2 name out warn msg err
+  name=$(basename "$model")
+  out=$("$bin" generate -m "$model" --prompt-ids 1,2,3 --json --dtype f32 --gen-length 8 --block-length 8 \
+    --steps 8 2>"$tmp/stderr") || { echo "FAIL: --prompt-ids with $name:"; cat "$tmp/stderr"; exit 1; }
+  grep -q '"outputs"' <<<"$out" || { echo "FAIL: no outputs from $name: $out"; exit 1; }
+  ! grep -q '"texts"' <<<"$out" || { echo "FAIL: texts without a tokenizer from $name: $out"; exit 1; }
+  warn=$(grep -i "warning" "$tmp/stderr" || true)
+  [ "$(grep -ci "warning" "$tmp/stderr")" = 1 ] || { echo "FAIL: not one warning for $name:"; cat "$tmp/stderr"; exit 1; }
+  grep -q "$name" <<<"$warn" || { echo "FAIL: the warning does not name the file: $warn"; exit 1; }
+  grep -q "$key" <<<"$warn" || { echo "FAIL: the warning does not name $key: $warn"; exit 1; }
+  msg=$(sed 's/^dllm: warning: //; s/; only token ids (--prompt-ids) can be used$//' <<<"$warn")
+  for cmd in "generate -p hi --gen-length 8 --block-length 8 --steps 8" "infill --text a<|mask:4|>b"; do
+    # shellcheck disable=SC2086
+    if err=$("$bin" $cmd -m "$model" --dtype f32 2>&1); then
+      echo "FAIL: text with $name succeeded ($cmd)"; exit 1
+    fi
+    [ "$err" = "dllm: error: $msg" ] || { echo "FAIL: $cmd on $name: want 'dllm: error: $msg', got '$err'"; exit 1; }
+  done
+}
+# The oracle GGUF has a placeholder vocabulary ("<i>" tokens, a merge of tokens it does not have).
+no_text "$root/tests/data/gguf/llada_tiny_f32.gguf" "tokenizer.ggml"
+# The demo model's GGUF with a tokenizer.ggml.pre dllm.cpp does not know (same length, so the file stays valid).
+python3 - "$tmp/demo.gguf" "$tmp/demo_unknown_pre.gguf" <<'PY'
+import struct, sys
+data = bytearray(open(sys.argv[1], "rb").read())
+key = b"tokenizer.ggml.pre"
+at = data.index(struct.pack("<Q", len(key)) + key) + 8 + len(key)
+assert struct.unpack_from("<I", data, at)[0] == 8, "tokenizer.ggml.pre is not a string"
+n = struct.unpack_from("<Q", data, at + 4)[0]
+data[at + 12:at + 12 + n] = b"z" * n
+open(sys.argv[2], "wb").write(data)
+PY
+no_text "$tmp/demo_unknown_pre.gguf" "tokenizer.ggml.pre"
 echo "gguf_text: ok"

@@ -70,6 +70,12 @@ TEST_P(DreamGolden, ReproducesTokensAndTrajectory) {
 
 INSTANTIATE_TEST_SUITE_P(Dream, DreamGolden, ::testing::ValuesIn(cases(true)), case_name);
 
+// The tests over cases(true) and cases(false) must have cases to run.
+TEST(DreamGenerate, GoldenFileHasDeterministicAndSeededCases) {
+  EXPECT_GE(cases(true).size(), 5u);
+  EXPECT_GE(cases(false).size(), 1u);
+}
+
 TEST(DreamGenerate, TimestepsAreTorchLinspaceInFloat32) {
   for (const auto& c : cases(true)) {
     const auto want = c["timesteps_f32"].get<std::vector<float>>();

@@ -4,6 +4,7 @@
 
 #include "dllm/dllm.h"
 #include "golden_cases.h"
+#include "scripted_model.h"
 #include "test_util.h"
 
 namespace dllm {
@@ -45,10 +46,17 @@ INSTANTIATE_TEST_SUITE_P(Llada, GoldenCase, ::testing::ValuesIn(deterministic_ca
                            return name;
                          });
 
+// The golden tests above are one per deterministic case: there must be some.
+TEST(LladaGenerate, GoldenFileHasDeterministicCases) {
+  EXPECT_GE(deterministic_cases().size(), 10u);
+}
+
 TEST(LladaGenerate, TrajectoryMatchesStepByStep) {
   // The per-step commits (not only the final tokens) follow the reference.
+  int checked = 0;
   for (const auto& c : deterministic_cases()) {
     if (c["prompt"].size() != 1 || c["kwargs"]["cfg_scale"].get<double>() > 0) continue;
+    ++checked;
     std::vector<std::vector<std::pair<int64_t, int32_t>>> steps;
     const int64_t prompt_len = c["prompt"][0].size();
     auto r =
@@ -72,6 +80,7 @@ TEST(LladaGenerate, TrajectoryMatchesStepByStep) {
       EXPECT_EQ(got, want) << c["id"] << " step " << s;
     }
   }
+  EXPECT_GE(checked, 5);
 }
 
 TEST(LladaGenerate, RejectsBadSettingsWithTheValue) {
@@ -91,19 +100,30 @@ TEST(LladaGenerate, RejectsBadSettingsWithTheValue) {
   EXPECT_NE(r.error().find("700"), std::string::npos) << r.error();
 }
 
+// A scripted model (LLaDA's ids) whose only EOS is at generated position 8, the first of the second block:
+// the exact run commits it and goes on; with stop_at_eos the row stops there, EOS fills the rest, and the 23
+// steps after it are not run.
 TEST(LladaGenerate, StopAtEosFillsTheRestAndSavesForwards) {
+  const ModelInfo& info = tiny()->info();
+  const int32_t eos = info.eos_id, plain = test::ScriptedModel::plain_token(info);
+  ASSERT_GE(eos, 0);
+  const std::vector<int32_t> prompt = {480, 158, 483};
+  test::ScriptedModel model(info, static_cast<int64_t>(prompt.size()),
+                            [&](int64_t g) { return g == 8 ? eos : plain; });
   GenerateParams p;
   p.gen_length = 32;
   p.block_length = 8;
   p.steps = 32;
-  auto exact = generate(*tiny(), {{480, 158, 483}}, p).value();
+  auto exact = generate(model, {prompt}, p).value();
+  std::vector<int32_t> want(32, plain);
+  want[8] = eos;
+  ASSERT_EQ(exact.outputs[0], want);  // EOS is committed, and the exact run goes on after it
+  EXPECT_EQ(exact.forwards, 32);
   p.stop_at_eos = true;
-  auto stopped = generate(*tiny(), {{480, 158, 483}}, p).value();
-  const int32_t eos = tiny()->info().eos_id;
-  // Up to the first EOS (if any), the two agree; after it, everything is EOS.
-  auto first = std::find(stopped.outputs[0].begin(), stopped.outputs[0].end(), eos);
-  for (auto it = first; it != stopped.outputs[0].end(); ++it) EXPECT_EQ(*it, eos);
-  EXPECT_LE(stopped.forwards, exact.forwards);
+  auto stopped = generate(model, {prompt}, p).value();
+  std::fill(want.begin() + 8, want.end(), eos);
+  EXPECT_EQ(stopped.outputs[0], want);
+  EXPECT_EQ(stopped.forwards, 9);  // the first block (8 steps) and the step that committed EOS
 }
 
 TEST(LladaGenerate, SeededSamplingIsReproducible) {

@@ -11,6 +11,7 @@
 #include "denoise/sampler.h"
 #include "denoise/schedule.h"
 #include "dllm/dllm.h"
+#include "scripted_model.h"
 #include "test_util.h"
 
 namespace dllm {
@@ -145,14 +146,32 @@ TEST(Strategies, EarlyStopSkipsStepsWithNothingLeftToCommit) {
   EXPECT_EQ(generate(*llada(), {{10, 20, 30}}, q).value().outputs, r.outputs);
 }
 
+// A scripted model (Dream's ids and logit shift) whose only EOS is at generated position 8: the exact run
+// commits it and goes on; with stop_at_eos the row stops once everything before it is committed, EOS fills
+// the rest, and the remaining steps are not run.
 TEST(Strategies, DreamStopAtEosFillsTheRest) {
+  const ModelInfo& info = dream()->info();
+  ASSERT_TRUE(info.shift_logits);
+  const int32_t eos = info.eos_id, plain = test::ScriptedModel::plain_token(info);
+  ASSERT_GE(eos, 0);
+  const std::vector<int32_t> prompt = {153, 507, 68};
+  test::ScriptedModel model(info, static_cast<int64_t>(prompt.size()),
+                            [&](int64_t g) { return g == 8 ? eos : plain; });
   auto p = base(32, 32, 32);
   p.unmask = Unmask::kConfidence;
+  auto exact = generate(model, {prompt}, p).value();
+  std::vector<int32_t> want(32, plain);
+  want[8] = eos;
+  ASSERT_EQ(exact.outputs[0], want);  // EOS is committed, and the exact run goes on after it
+  EXPECT_EQ(exact.forwards, 32);
   p.stop_at_eos = true;
-  auto r = generate(*dream(), {{153, 507, 68}}, p).value();
-  const int32_t eos = dream()->info().eos_id;
-  auto first = std::find(r.outputs[0].begin(), r.outputs[0].end(), eos);
-  for (auto it = first; it != r.outputs[0].end(); ++it) EXPECT_EQ(*it, eos);
+  auto r = generate(model, {prompt}, p).value();
+  std::fill(want.begin() + 8, want.end(), eos);
+  EXPECT_EQ(r.outputs[0], want);
+  // Dream's timestep schedule commits 0 tokens on the first step and about 1 a step after: EOS (the 9th
+  // token) comes around step 10, far before 32.
+  EXPECT_LT(r.forwards, 16);
+  EXPECT_GE(r.forwards, 9);
 }
 
 // Caches: refreshing on every step is a full forward each time, so it must equal the exact run.

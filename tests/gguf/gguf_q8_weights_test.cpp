@@ -188,9 +188,11 @@ TEST(GgufQ8Weights, GenerationIsDeterministic) {
 // Q4_0 (and the K-quants) run through the same 8-bit path: dequantised, then requantised to Q8_0 at load.
 TEST(GgufQ8Weights, Q4_0FileRequantisedTo8Bits) {
   const std::string path = test::temp_path("llada_q4_0.gguf");
-  test::rewrite_gguf(test::data_path("gguf/llada_tiny_f32.gguf"), path, [](GgufWriter&, std::vector<test::TensorCopy>& ts) {
+  int rewritten = 0;
+  test::rewrite_gguf(test::data_path("gguf/llada_tiny_f32.gguf"), path, [&](GgufWriter&, std::vector<test::TensorCopy>& ts) {
     for (auto& t : ts) {
       if (t.dims.size() != 2) continue;
+      ++rewritten;
       const int64_t n = t.dims[0] * t.dims[1];
       std::vector<float> f(static_cast<size_t>(n));
       std::memcpy(f.data(), t.bytes.data(), f.size() * sizeof(float));
@@ -199,6 +201,7 @@ TEST(GgufQ8Weights, Q4_0FileRequantisedTo8Bits) {
       quant::quantize(GgmlType::kQ4_0, f.data(), t.bytes.data(), n);
     }
   });
+  EXPECT_GT(rewritten, 0);  // the 2-D weights were rewritten
   auto q8 = load(path, WeightFormat::kAuto);
   auto dq = load(path, WeightFormat::kDequantize);
   auto f32 = load_data("gguf/llada_tiny_f32.gguf", WeightFormat::kAuto);

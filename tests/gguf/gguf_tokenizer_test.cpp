@@ -103,6 +103,23 @@ TEST(GgufTokenizer, UnsupportedVocabulariesNameTheKey) {
   }
 }
 
+// A tokenizer that cannot be built is returned as the reason (naming the file and the key), not thrown: the
+// model still runs on token ids. The oracle GGUF's placeholder vocabulary merges tokens it does not have.
+TEST(GgufTokenizer, UnbuildableTokenizerIsAReasonNotAnError) {
+  const std::string gguf = test::data_path("gguf/llada_tiny_f32.gguf");
+  const ModelTokenizer broken = try_load_model_tokenizer(gguf, /*with_gguf_chat=*/true);
+  EXPECT_FALSE(broken.tokenizer);
+  EXPECT_FALSE(broken.gguf_chat);
+  EXPECT_EQ(broken.error.rfind(gguf + ": tokenizer.ggml.merges[0]: ", 0), 0u) << broken.error;
+  EXPECT_THROW(load_model_tokenizer(gguf), Error);
+  const ModelTokenizer demo = try_load_model_tokenizer(std::string(DLLM_SOURCE_DIR) + "/models/demo");
+  EXPECT_TRUE(demo.tokenizer);
+  EXPECT_EQ(demo.error, "");
+  const ModelTokenizer none = try_load_model_tokenizer(test::data_path("oracle/models/llada_tiny_f32"));
+  EXPECT_FALSE(none.tokenizer);
+  EXPECT_EQ(none.error, "");  // no tokenizer.json: nothing to warn about
+}
+
 TEST(GgufTokenizer, PreNamesAreFoundByRegex) {
   const auto tj = test::read_json(test::data_path("tokenizers/qwen3/tokenizer.json"));
   EXPECT_EQ(gguf_pre_name_for_regex(tj["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"]), "qwen2");

@@ -65,11 +65,13 @@ export async function readSSE(res, onEvent = () => {}) {
   return { events, done, cancelled: false };
 }
 
-// Starts another `dllm serve` on a free port (for tests that need their own limits); resolves to {url, stop}.
-export function startServer(args) {
+// Starts another `dllm serve` on a free port (for tests that need their own limits); resolves to
+// {url, proc, stop, log} (log(): its stderr so far). `model: false` leaves out run.sh's model arguments (for a
+// test that serves another model).
+export function startServer(args, { model = true } = {}) {
   const bin = process.env.DLLM_BIN;
   if (!bin) throw new Error('DLLM_BIN is not set (run the tests with tests/server/run.sh)');
-  const base = (process.env.DLLM_SERVE_ARGS || '').split(' ').filter(Boolean);
+  const base = model ? (process.env.DLLM_SERVE_ARGS || '').split(' ').filter(Boolean) : [];
   const proc = spawn(bin, ['serve', ...base, '--port', '0', ...args], { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, DLLM_API_KEY: '' } });
   return new Promise((resolve, reject) => {
     let log = '';
@@ -79,7 +81,7 @@ export function startServer(args) {
       const m = /listening on (http:\/\/[^\s]+)/.exec(log);
       if (m) {
         clearTimeout(timer);
-        resolve({ url: m[1], proc, stop: () => new Promise((r) => { proc.on('exit', r); proc.kill('SIGTERM'); }) });
+        resolve({ url: m[1], proc, log: () => log, stop: () => new Promise((r) => { proc.on('exit', r); proc.kill('SIGTERM'); }) });
       }
     });
     proc.on('exit', (code) => reject(new Error(`server exited with ${code}:\n${log}`)));

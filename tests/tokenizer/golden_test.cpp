@@ -67,5 +67,10 @@ INSTANTIATE_TEST_SUITE_P(Tokenizers, Golden, ::testing::ValuesIn(cases()), [](co
   return info.param.tokenizer + "_" + f;
 });
 
+// cases() keeps the sample files that exist: every tokenizer has its sample.jsonl, and qwen3 its extra.jsonl.
+TEST(GoldenFiles, EveryTokenizerHasItsSamples) {
+  EXPECT_GE(cases().size(), 7u);
+}
+
 }  // namespace
 }  // namespace dllm

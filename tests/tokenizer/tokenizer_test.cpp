@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
+#include <latch>
 #include <thread>
 
 #include "core/error.h"
@@ -140,6 +143,7 @@ std::vector<std::string> sample_texts(const std::string& name) {
   std::vector<std::string> out;
   for (const auto& s : test::read_jsonl(test::tokenizer_dir(name) + "/sample.jsonl"))
     out.push_back(s["text"]);
+  EXPECT_FALSE(out.empty()) << name << ": no texts in sample.jsonl";
   return out;
 }
 
@@ -207,24 +211,45 @@ TEST(RenderCanvas, MasksBecomePlaceholdersAndSpacesSurvive) {
   }
 }
 
+// One Tokenizer shared by threads that really run at once: they start together (a latch), and keep encoding
+// and decoding until two of them have been inside encode/decode at the same time (or a time limit passes,
+// which fails the test). Every result must equal the single-threaded one.
 TEST(Tokenizer, ConcurrentEncodeDecode) {
   const Tokenizer& t = tok("qwen3");
-  auto texts = sample_texts("qwen3");
+  const auto texts = sample_texts("qwen3");
+  ASSERT_GE(texts.size(), 10u);
   std::vector<std::vector<int32_t>> want;
-  for (const auto& s : texts) want.push_back(t.encode(s, true));
-  std::vector<std::thread> threads;
-  std::atomic<int> mismatches{0};
-  for (int k = 0; k < 4; ++k) {
-    threads.emplace_back([&] {
-      for (int rep = 0; rep < 5; ++rep)
-        for (size_t i = 0; i < texts.size(); ++i) {
-          if (t.encode(texts[i], true) != want[i]) ++mismatches;
-          if (t.decode(want[i], false) != t.decode(want[i], false)) ++mismatches;
-        }
-    });
+  std::vector<std::string> want_text;
+  for (const auto& s : texts) {
+    want.push_back(t.encode(s, true));
+    want_text.push_back(t.decode(want.back(), false));
   }
+  constexpr int kThreads = 4;
+  const size_t rounds = texts.size() * 3;
+  std::latch start(kThreads);
+  std::atomic<int> inside{0}, most_inside{0}, mismatches{0};
+  std::atomic<int64_t> calls{0};
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  std::vector<std::thread> threads;
+  for (int k = 0; k < kThreads; ++k)
+    threads.emplace_back([&, k] {
+      start.arrive_and_wait();
+      for (size_t i = 0; i < rounds || (most_inside < 2 && std::chrono::steady_clock::now() < deadline);
+           ++i) {
+        const size_t j = (i + static_cast<size_t>(k)) % texts.size();
+        const int now = inside.fetch_add(1) + 1;
+        for (int m = most_inside; now > m && !most_inside.compare_exchange_weak(m, now);) {
+        }
+        if (t.encode(texts[j], true) != want[j]) ++mismatches;
+        if (t.decode(want[j], false) != want_text[j]) ++mismatches;
+        inside.fetch_sub(1);
+        ++calls;
+      }
+    });
   for (auto& th : threads) th.join();
   EXPECT_EQ(mismatches.load(), 0);
+  EXPECT_GE(calls.load(), static_cast<int64_t>(kThreads * rounds));
+  EXPECT_GE(most_inside.load(), 2) << "the threads never ran encode/decode at the same time";
 }
 
 TEST(Tokenizer, LongWhitespaceFreeSegmentsAreFast) {

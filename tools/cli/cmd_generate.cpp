@@ -56,15 +56,24 @@ void run_generate(const GenerateOptions& o) {
         "give the prompt either as text (-p TEXT) or as token ids (--prompt-ids IDS), one flag per batch "
         "row");
   if (o.chat && o.prompts.empty()) fail("--chat needs a text prompt (-p TEXT)");
-  Tokenizer tok;
   const std::string tokenizer = o.tokenizer.empty() ? o.model : o.tokenizer;
-  const bool have_tokenizer = has_model_tokenizer(tokenizer);
-  // --chat: the template stored in a GGUF tokenizer (read with it), else tokenizer_config.json beside it.
-  std::optional<ChatTemplate> chat;
-  if (have_tokenizer)
-    tok = load_model_tokenizer(tokenizer, o.chat ? &chat : nullptr);
-  else if (!o.prompts.empty())
+  // The tokenizer only where text is: a model whose own tokenizer cannot be built still runs on --prompt-ids
+  // (one warning); a text prompt fails with the same message. A --tokenizer that cannot be built is an error.
+  ModelTokenizer mt;
+  if (!o.tokenizer.empty() && has_model_tokenizer(o.tokenizer))
+    mt.tokenizer = load_model_tokenizer(o.tokenizer, o.chat ? &mt.gguf_chat : nullptr);
+  else if (o.tokenizer.empty())
+    mt = try_load_model_tokenizer(o.model, o.chat);
+  if (!o.prompts.empty() && !mt.tokenizer) {
+    if (!mt.error.empty()) fail(mt.error);
     fail(tokenizer, ": no tokenizer.json, so text prompts are not possible; use --prompt-ids or --tokenizer");
+  }
+  if (!mt.error.empty())
+    std::fprintf(stderr, "dllm: warning: %s; only token ids (--prompt-ids) can be used\n", mt.error.c_str());
+  const bool have_tokenizer = mt.tokenizer.has_value();
+  const Tokenizer tok = have_tokenizer ? *mt.tokenizer : Tokenizer();
+  // --chat: the template stored in a GGUF tokenizer (read with it), else tokenizer_config.json beside it.
+  std::optional<ChatTemplate> chat = std::move(mt.gguf_chat);
   if (o.chat && !chat) chat = ChatTemplate::load(tokenizer);
   std::vector<std::vector<int32_t>> prompts;
   for (const auto& text : o.prompt_ids) prompts.push_back(parse_ids(text));
