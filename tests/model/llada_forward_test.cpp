@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "dllm/dllm.h"
+#include "kernels/linear.h"
 #include "test_util.h"
 
 namespace dllm {
@@ -99,8 +100,9 @@ TEST(LladaForward, Bf16FastPathStaysClose) {
   auto logits = model->forward(in).value();
   const auto expected = test::read_npy(test::data_path("oracle/" + seq["logits_file"].get<std::string>()));
   // bf16 has an 8-bit mantissa: relative error ~4e-3 per weight (and per activation with bf16 hardware),
-  // compounded over 3 layers on logits up to ~17. Measured with bf16 weights and f32 activations: 0.85.
-  EXPECT_LT(max_abs_diff(logits, expected.data), 1.2f);
+  // compounded over 3 layers on logits up to ~17. Measured with bf16 weights and f32 activations (AVX2): 0.85;
+  // with bf16 activations too (AVX512_BF16, Xeon, 2026-12-03): 2.07. The argmax check below is the same for both.
+  EXPECT_LT(max_abs_diff(logits, expected.data), bf16_matmul_supported() ? 2.6f : 1.2f);
   const int64_t vocab = model->info().vocab_size;
   int agree = 0;
   for (size_t t = 0; t < ids.size(); ++t) {

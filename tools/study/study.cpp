@@ -10,8 +10,8 @@
 #include <numeric>
 
 #include "core/error.h"
-#include "denoise/strategy_names.h"
 #include "core/file.h"
+#include "denoise/strategy_names.h"
 #include "study/report.h"
 
 namespace dllm::study {
