@@ -198,31 +198,8 @@ ConvertResult convert_hf_to_gguf(const std::string& hf_dir, const std::string& o
   const ModelInfo& m = c.info;
   const std::string arch = hf.family->name;
 
-  GgufWriter w;
-  const std::string a = arch + ".";
-  w.set_string("general.architecture", arch);
-  w.set_string("general.type", "model");
-  w.set_string("general.name", std::filesystem::path(hf_dir).filename().string());
-  w.set_uint32("general.file_type", file_type_of(type));
-  w.set_uint32("general.quantization_version", 2);
-  w.set_uint32(a + "block_count", static_cast<uint32_t>(m.n_layers));
-  w.set_uint32(a + "context_length", static_cast<uint32_t>(m.max_seq_len));
-  w.set_uint32(a + "embedding_length", static_cast<uint32_t>(m.d_model));
-  w.set_uint32(a + "feed_forward_length", static_cast<uint32_t>(m.ffn_hidden));
-  w.set_uint32(a + "attention.head_count", static_cast<uint32_t>(m.n_heads));
-  w.set_uint32(a + "attention.head_count_kv", static_cast<uint32_t>(m.n_kv_heads));
-  w.set_float32(a + "rope.freq_base", c.rope_theta);
-  w.set_float32(a + "attention.layer_norm_rms_epsilon", c.rms_eps);
-  w.set_uint32(a + "vocab_size", static_cast<uint32_t>(m.vocab_size));
-  w.set_uint32(a + "rope.dimension_count", static_cast<uint32_t>(m.head_dim));
-  if (m.head_dim * m.n_heads != m.d_model) {  // an explicit head_dim (Qwen-style configs)
-    w.set_uint32(a + "attention.key_length", static_cast<uint32_t>(m.head_dim));
-    w.set_uint32(a + "attention.value_length", static_cast<uint32_t>(m.head_dim));
-  }
-  w.set_bool(a + "attention.causal", false);
-  w.set_bool("diffusion.shift_logits", m.shift_logits);
-  write_tokenizer(w, hf_dir, hf);
-
+  // Every tensor is checked against the config first: sizes a config implies are trusted only once the file
+  // holds tensors of those shapes (the vocabulary below allocates one string per row).
   ConvertResult result;
   result.architecture = arch;
   std::vector<Entry> entries;
@@ -250,6 +227,32 @@ ConvertResult convert_hf_to_gguf(const std::string& hf_dir, const std::string& o
     for (const TensorSpec& spec : hf.family->tensors)
       if (is_per_layer(spec.role) && tensor_present(spec, c)) add(spec, i);
   ck.check_all_used();
+
+  GgufWriter w;
+  const std::string a = arch + ".";
+  w.set_string("general.architecture", arch);
+  w.set_string("general.type", "model");
+  w.set_string("general.name", std::filesystem::path(hf_dir).filename().string());
+  w.set_uint32("general.file_type", file_type_of(type));
+  w.set_uint32("general.quantization_version", 2);
+  w.set_uint32(a + "block_count", static_cast<uint32_t>(m.n_layers));
+  w.set_uint32(a + "context_length", static_cast<uint32_t>(m.max_seq_len));
+  w.set_uint32(a + "embedding_length", static_cast<uint32_t>(m.d_model));
+  w.set_uint32(a + "feed_forward_length", static_cast<uint32_t>(m.ffn_hidden));
+  w.set_uint32(a + "attention.head_count", static_cast<uint32_t>(m.n_heads));
+  w.set_uint32(a + "attention.head_count_kv", static_cast<uint32_t>(m.n_kv_heads));
+  w.set_float32(a + "rope.freq_base", c.rope_theta);
+  w.set_float32(a + "attention.layer_norm_rms_epsilon", c.rms_eps);
+  w.set_uint32(a + "vocab_size", static_cast<uint32_t>(m.vocab_size));
+  w.set_uint32(a + "rope.dimension_count", static_cast<uint32_t>(m.head_dim));
+  if (m.head_dim * m.n_heads != m.d_model) {  // an explicit head_dim (Qwen-style configs)
+    w.set_uint32(a + "attention.key_length", static_cast<uint32_t>(m.head_dim));
+    w.set_uint32(a + "attention.value_length", static_cast<uint32_t>(m.head_dim));
+  }
+  w.set_bool(a + "attention.causal", false);
+  w.set_bool("diffusion.shift_logits", m.shift_logits);
+  write_tokenizer(w, hf_dir, hf);
+
   for (const auto& e : entries) w.add_tensor(e.name, e.dims, e.type);
 
   ConvertProgress p;

@@ -19,6 +19,7 @@
 
 #include "core/dtype.h"
 #include "dllm/dllm.h"
+#include "convert/gguf_convert.h"
 #include "test_util.h"
 
 namespace dllm {
@@ -174,6 +175,18 @@ class LoaderErrors : public ::testing::Test {
     auto m = Model::load(dir.empty() ? dir_ : dir, options());
     ASSERT_FALSE(m.ok()) << "loaded, but expected an error containing " << *parts.begin();
     for (const auto& p : parts) EXPECT_NE(m.error().find(p), std::string::npos) << "'" << p << "' not in: " << m.error();
+    // `dllm convert` reads the directory through the same family description: it refuses the same input with the
+    // same message, and writes nothing.
+    const std::string out = dir_ + "/converted.gguf";
+    std::string convert_error = "(converted without an error)";
+    try {
+      convert_hf_to_gguf(dir.empty() ? dir_ : dir, out, GgmlType::kF32);
+    } catch (const Error& e) {
+      convert_error = e.what();
+    }
+    EXPECT_EQ(convert_error, m.error()) << "convert and load disagree";
+    EXPECT_FALSE(fs::exists(out)) << "convert left a file behind after an error";
+    ++checked_with_convert_;
   }
 
   static LoadOptions options() {
@@ -198,6 +211,7 @@ class LoaderErrors : public ::testing::Test {
 
   std::string dir_;
   std::vector<Tensor> tensors_;
+  mutable int checked_with_convert_ = 0;
 };
 
 bool bit_identical(const std::vector<float>& a, const std::vector<float>& b) {

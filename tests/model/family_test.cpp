@@ -1,0 +1,105 @@
+// The family descriptions (model/family.h) and what they drive: the parameter count from the tensor table, the
+// precision "auto" keeps, and random models built from the same table.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "io/safetensors.h"
+#include "model/family.h"
+#include "model/random_model.h"
+#include "test_util.h"
+
+namespace dllm {
+namespace {
+
+const char* const kModels[] = {"oracle/models/llada_tiny_f32", "oracle/models/dream_tiny_gqa_f32"};
+
+TEST(Family, EveryTableIsWhole) {
+  ASSERT_GE(families().size(), 2u);
+  for (const Family* f : families()) {
+    SCOPED_TRACE(f->name);
+    EXPECT_EQ(find_family(f->name), f);
+    for (TensorRole role : {TensorRole::kEmbedding, TensorRole::kOutputNorm, TensorRole::kHead, TensorRole::kAttnNorm,
+                            TensorRole::kQ, TensorRole::kK, TensorRole::kV, TensorRole::kAttnOut, TensorRole::kFfnNorm,
+                            TensorRole::kGate, TensorRole::kUp, TensorRole::kDown})
+      EXPECT_NO_THROW(find_spec(*f, role)) << "role " << static_cast<int>(role);
+    std::set<std::string> hf, gguf;
+    for (const TensorSpec& s : f->tensors) {
+      EXPECT_TRUE(hf.insert(s.hf).second) << "HF name twice: " << s.hf;
+      EXPECT_TRUE(gguf.insert(s.gguf).second) << "GGUF name twice: " << s.gguf;
+      // A per-layer tensor names its layer; a whole-model one does not.
+      EXPECT_EQ(is_per_layer(s.role), s.hf.find("{}") != std::string::npos) << s.hf;
+      EXPECT_EQ(is_per_layer(s.role), s.gguf.find("{}") != std::string::npos) << s.gguf;
+    }
+  }
+}
+
+TEST(Family, ParameterCountIsEveryStoredElement) {
+  int checked = 0;
+  for (const char* rel : kModels) {
+    SCOPED_TRACE(rel);
+    SafetensorsFile st(test::data_path(std::string(rel) + "/model.safetensors"));
+    int64_t stored = 0;
+    for (const auto& [name, t] : st.tensors()) stored += t.numel();
+    auto m = Model::load(test::data_path(rel));
+    ASSERT_TRUE(m.ok()) << m.error();
+    EXPECT_EQ(m.value()->info().n_params, stored);
+    ++checked;
+  }
+  EXPECT_EQ(checked, 2);
+}
+
+TEST(Family, AutoPrecisionKeepsTheCheckpoints) {
+  // f32 files stay f32 (the exact path) by default...
+  for (const char* rel : kModels) {
+    auto m = Model::load(test::data_path(rel));
+    ASSERT_TRUE(m.ok()) << m.error();
+    EXPECT_EQ(m.value()->info().precision, Precision::kF32) << rel;
+    EXPECT_NE(m.value()->info().precision_reason.find("auto"), std::string::npos);
+    EXPECT_NE(m.value()->info().precision_reason.find("F32"), std::string::npos);
+  }
+  // ... a 16-bit file stays 16-bit ...
+  auto f16 = Model::load(test::data_path("gguf/llada_tiny_f16.gguf"));
+  ASSERT_TRUE(f16.ok()) << f16.error();
+  EXPECT_EQ(f16.value()->info().precision, Precision::kBF16);
+  EXPECT_NE(f16.value()->info().precision_reason.find("F16"), std::string::npos)
+      << f16.value()->info().precision_reason;
+  // ... and a request forces either, saying so.
+  LoadOptions o;
+  o.precision = Precision::kBF16;
+  auto forced = Model::load(test::data_path(kModels[0]), o);
+  ASSERT_TRUE(forced.ok()) << forced.error();
+  EXPECT_EQ(forced.value()->info().precision, Precision::kBF16);
+  EXPECT_NE(forced.value()->info().precision_reason.find("requested"), std::string::npos);
+}
+
+TEST(Family, DefaultLoadGivesTheExactLogits) {
+  // The default (auto) on an f32 checkpoint is the f32 path bit for bit: the golden tests' tokens without --dtype.
+  LoadOptions exact;
+  exact.precision = Precision::kF32;
+  auto a = Model::load(test::data_path(kModels[0]));
+  auto b = Model::load(test::data_path(kModels[0]), exact);
+  ASSERT_TRUE(a.ok() && b.ok());
+  const std::vector<int32_t> ids = {480, 158, 483, 500, 12};
+  ForwardInput in;
+  in.tokens = ids;
+  EXPECT_EQ(a.value()->forward(in).value(), b.value()->forward(in).value());
+}
+
+TEST(Family, RandomModelsFollowTheTable) {
+  // A random model of a known shape has every tensor of its family's table (Dream's q/k/v biases included).
+  for (const char* shape : {"llada-tiny"}) {
+    auto m = make_random_model(find_shape(shape), 0, Precision::kF32, 1);
+    const Family* f = find_family(m->info().architecture);
+    ASSERT_NE(f, nullptr);
+    EXPECT_GT(m->info().n_params, 0);
+    const std::vector<int32_t> ids = {1, 2, 3};
+    ForwardInput in;
+    in.tokens = ids;
+    EXPECT_TRUE(m->forward(in).ok());
+  }
+  for (const auto& s : known_shapes()) EXPECT_NE(find_family(s.family), nullptr) << s.name;
+}
+
+}  // namespace
+}  // namespace dllm
