@@ -121,7 +121,8 @@ void write_tokenizer(GgufWriter& w, const std::string& dir, const HfModel& hf) {
     const auto& model = tok.at("model");
     for (auto it = model.at("vocab").begin(); it != model.at("vocab").end(); ++it) {
       const int64_t id = it.value().get<int64_t>();
-      if (id < 0 || id >= vocab) fail(tj, ": token '", it.key(), "' has id ", id, " outside the ", vocab, " embeddings");
+      if (id < 0 || id >= vocab)
+        fail(tj, ": token '", it.key(), "' has id ", id, " outside the ", vocab, " embeddings");
       tokens[id] = it.key();
       types[id] = GgufTokenizer::kNormal;
     }
@@ -269,8 +270,9 @@ ConvertResult convert_hf_to_gguf(const std::string& hf_dir, const std::string& o
     convert_to_f32(e.source->dtype, e.source->data, f32.data(), f32.size());
     if (e.permute_heads > 0) {
       const int64_t rows = e.dims[1], cols = e.dims[0];
-      const auto permuted = permute_rope_rows(reinterpret_cast<const uint8_t*>(f32.data()), cols * sizeof(float),
-                                              rows, e.permute_heads, /*to_gguf=*/true, e.name);
+      const auto permuted =
+          permute_rope_rows(reinterpret_cast<const uint8_t*>(f32.data()), cols * sizeof(float), rows,
+                            e.permute_heads, /*to_gguf=*/true, e.name);
       std::memcpy(f32.data(), permuted.data(), permuted.size());
     }
     out.resize(w.tensor_bytes(i));

@@ -9,22 +9,25 @@ namespace dllm {
 namespace {
 
 constexpr GgmlTypeInfo kTypes[] = {
-    {GgmlType::kF32, "F32", 1, 4},     {GgmlType::kF16, "F16", 1, 2},       {GgmlType::kBF16, "BF16", 1, 2},
-    {GgmlType::kQ8_0, "Q8_0", 32, 34}, {GgmlType::kQ4_0, "Q4_0", 32, 18},   {GgmlType::kQ4_K, "Q4_K", 256, 144},
+    {GgmlType::kF32, "F32", 1, 4},       {GgmlType::kF16, "F16", 1, 2},
+    {GgmlType::kBF16, "BF16", 1, 2},     {GgmlType::kQ8_0, "Q8_0", 32, 34},
+    {GgmlType::kQ4_0, "Q4_0", 32, 18},   {GgmlType::kQ4_K, "Q4_K", 256, 144},
     {GgmlType::kQ6_K, "Q6_K", 256, 210},
 };
 
 // ggml.h's enum ggml_type, for messages about types dllm does not read ("" = retired or unknown id).
 constexpr std::string_view kTypeNames[] = {
-    "F32",     "F16",    "Q4_0",    "Q4_1",  "",      "",       "Q5_0",  "Q5_1",    "Q8_0",    "Q8_1",
-    "Q2_K",    "Q3_K",   "Q4_K",    "Q5_K",  "Q6_K",  "Q8_K",   "IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S",
-    "IQ4_NL",  "IQ3_S",  "IQ2_S",   "IQ4_XS", "I8",   "I16",    "I32",   "I64",     "F64",     "IQ1_M",
-    "BF16",    "",       "",        "",      "TQ1_0", "TQ2_0",  "",      "",        "",        "MXFP4",
+    "F32",    "F16",   "Q4_0",  "Q4_1",   "",      "",      "Q5_0",    "Q5_1",   "Q8_0",    "Q8_1",
+    "Q2_K",   "Q3_K",  "Q4_K",  "Q5_K",   "Q6_K",  "Q8_K",  "IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S",
+    "IQ4_NL", "IQ3_S", "IQ2_S", "IQ4_XS", "I8",    "I16",   "I32",     "I64",    "F64",     "IQ1_M",
+    "BF16",   "",      "",      "",       "TQ1_0", "TQ2_0", "",        "",       "",        "MXFP4",
 };
 
 }  // namespace
 
-std::span<const GgmlTypeInfo> ggml_supported_types() { return kTypes; }
+std::span<const GgmlTypeInfo> ggml_supported_types() {
+  return kTypes;
+}
 
 const GgmlTypeInfo* ggml_type_info(uint32_t id) {
   for (const auto& t : kTypes)

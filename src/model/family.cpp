@@ -39,31 +39,43 @@ std::vector<int64_t> tensor_shape(TensorRole role, const TransformerConfig& conf
   const int64_t d = m.d_model, q_dim = m.n_heads * m.head_dim, kv_dim = m.n_kv_heads * m.head_dim;
   switch (role) {
     case TensorRole::kEmbedding:
-    case TensorRole::kHead: return {m.vocab_size, d};
+    case TensorRole::kHead:
+      return {m.vocab_size, d};
     case TensorRole::kOutputNorm:
     case TensorRole::kAttnNorm:
-    case TensorRole::kFfnNorm: return {d};
-    case TensorRole::kQ: return {q_dim, d};
+    case TensorRole::kFfnNorm:
+      return {d};
+    case TensorRole::kQ:
+      return {q_dim, d};
     case TensorRole::kK:
-    case TensorRole::kV: return {kv_dim, d};
-    case TensorRole::kQBias: return {q_dim};
+    case TensorRole::kV:
+      return {kv_dim, d};
+    case TensorRole::kQBias:
+      return {q_dim};
     case TensorRole::kKBias:
-    case TensorRole::kVBias: return {kv_dim};
-    case TensorRole::kAttnOut: return {d, q_dim};
+    case TensorRole::kVBias:
+      return {kv_dim};
+    case TensorRole::kAttnOut:
+      return {d, q_dim};
     case TensorRole::kGate:
-    case TensorRole::kUp: return {m.ffn_hidden, d};
-    case TensorRole::kDown: return {d, m.ffn_hidden};
+    case TensorRole::kUp:
+      return {m.ffn_hidden, d};
+    case TensorRole::kDown:
+      return {d, m.ffn_hidden};
   }
   fail("tensor_shape: unknown role");
 }
 
 bool tensor_present(const TensorSpec& spec, const TransformerConfig& config) {
   switch (spec.role) {
-    case TensorRole::kHead: return !config.tied_head;
+    case TensorRole::kHead:
+      return !config.tied_head;
     case TensorRole::kQBias:
     case TensorRole::kKBias:
-    case TensorRole::kVBias: return config.qkv_bias;
-    default: return true;
+    case TensorRole::kVBias:
+      return config.qkv_bias;
+    default:
+      return true;
   }
 }
 
@@ -96,25 +108,39 @@ std::vector<uint8_t> permute_rope_rows(const uint8_t* rows, size_t row_bytes, in
 
 MatMul* layer_matrix(LayerWeights& L, TensorRole role) {
   switch (role) {
-    case TensorRole::kQ: return &L.q;
-    case TensorRole::kK: return &L.k;
-    case TensorRole::kV: return &L.v;
-    case TensorRole::kAttnOut: return &L.o;
-    case TensorRole::kGate: return &L.gate;
-    case TensorRole::kUp: return &L.up;
-    case TensorRole::kDown: return &L.down;
-    default: return nullptr;
+    case TensorRole::kQ:
+      return &L.q;
+    case TensorRole::kK:
+      return &L.k;
+    case TensorRole::kV:
+      return &L.v;
+    case TensorRole::kAttnOut:
+      return &L.o;
+    case TensorRole::kGate:
+      return &L.gate;
+    case TensorRole::kUp:
+      return &L.up;
+    case TensorRole::kDown:
+      return &L.down;
+    default:
+      return nullptr;
   }
 }
 
 std::vector<float>* layer_vector(LayerWeights& L, TensorRole role) {
   switch (role) {
-    case TensorRole::kAttnNorm: return &L.attn_norm;
-    case TensorRole::kFfnNorm: return &L.ffn_norm;
-    case TensorRole::kQBias: return &L.q_bias;
-    case TensorRole::kKBias: return &L.k_bias;
-    case TensorRole::kVBias: return &L.v_bias;
-    default: return nullptr;
+    case TensorRole::kAttnNorm:
+      return &L.attn_norm;
+    case TensorRole::kFfnNorm:
+      return &L.ffn_norm;
+    case TensorRole::kQBias:
+      return &L.q_bias;
+    case TensorRole::kKBias:
+      return &L.k_bias;
+    case TensorRole::kVBias:
+      return &L.v_bias;
+    default:
+      return nullptr;
   }
 }
 
@@ -129,11 +155,13 @@ int64_t count_params(const Family& family, const TransformerConfig& config) {
   return n;
 }
 
-std::optional<int64_t> find_added_token(const std::string& model_dir, const std::vector<std::string>& contents) {
+std::optional<int64_t> find_added_token(const std::string& model_dir,
+                                        const std::vector<std::string>& contents) {
   const std::string path = model_dir + "/tokenizer.json";
   if (!file_exists(path)) return std::nullopt;
   const auto tok = read_json_file(path);
-  if (!tok.is_object() || !tok.contains("added_tokens") || !tok["added_tokens"].is_array()) return std::nullopt;
+  if (!tok.is_object() || !tok.contains("added_tokens") || !tok["added_tokens"].is_array())
+    return std::nullopt;
   for (const auto& want : contents)
     for (const auto& t : tok["added_tokens"])
       if (t.is_object() && t.value("content", "") == want && t.contains("id") && t["id"].is_number_integer())

@@ -1,7 +1,8 @@
-// What one model family is, in one place: how its config.json is read (with every setting the engine does not run
-// rejected by name) and one tensor table (Hugging Face name, GGUF name, role, GGUF transform). The HF loader, the
-// GGUF loader, `dllm convert`, the random models of `dllm bench` and the parameter count are all driven by it, so
-// they cannot drift apart. A family is one file under model/families/ plus one line in registry.cpp.
+// What one model family is, in one place: how its config.json is read (with every setting the engine does not
+// run rejected by name) and one tensor table (Hugging Face name, GGUF name, role, GGUF transform). The HF
+// loader, the GGUF loader, `dllm convert`, the random models of `dllm bench` and the parameter count are all
+// driven by it, so they cannot drift apart. A family is one file under model/families/ plus one line in
+// registry.cpp.
 #pragma once
 
 #include <optional>
@@ -38,8 +39,9 @@ bool is_matrix(TensorRole role);
 // How the GGUF copy of a tensor differs from the Hugging Face one.
 enum class GgufTransform {
   kNone,
-  // llama.cpp runs LLaDA with adjacent-pair RoPE, so its converter stores row h*hd + 2j + t of each head where HF
-  // has row h*hd + t*hd/2 + j (W.reshape(heads, 2, hd/2, d).swapaxes(1, 2)); this engine rotates halves, as HF.
+  // llama.cpp runs LLaDA with adjacent-pair RoPE, so its converter stores row h*hd + 2j + t of each head
+  // where HF has row h*hd + t*hd/2 + j (W.reshape(heads, 2, hd/2, d).swapaxes(1, 2)); this engine rotates
+  // halves, as HF.
   kRopePairRows,
 };
 
@@ -60,21 +62,23 @@ struct Family {
   TransformerConfig (*parse_hf_config)(const Checkpoint& checkpoint);
   std::vector<TensorSpec> tensors;  // every tensor of the family, in the order llama.cpp writes GGUF files
   bool shift_logits = false;        // position i predicted by the output at i-1 (Dream)
-  // A tied checkpoint may still carry the head as a copy of the embedding (Qwen-style saves); it is then taken and
-  // not used. Elsewhere a head beside a tied config is a contradiction, reported as an unexpected tensor.
+  // A tied checkpoint may still carry the head as a copy of the embedding (Qwen-style saves); it is then
+  // taken and not used. Elsewhere a head beside a tied config is a contradiction, reported as an unexpected
+  // tensor.
   bool tied_head_may_be_stored = false;
   // GGUF: what a file written by llama.cpp's converter leaves out and the family implies.
-  float gguf_rms_eps = 1e-5f;                 // attention.layer_norm_rms_epsilon when absent
-  std::optional<int32_t> default_mask_id;     // tokenizer.ggml.mask_token_id when absent (LLaDA's 126336)
-  std::string eot_text;                       // the end-of-turn token looked up by text in the vocabulary
-  std::string tokenizer_pre = "default";      // tokenizer.ggml.pre for a pre-tokenizer regex llama.cpp has no name for
-  bool add_bos = false;                       // tokenizer.ggml.add_bos_token without a tokenizer.json to say
+  float gguf_rms_eps = 1e-5f;              // attention.layer_norm_rms_epsilon when absent
+  std::optional<int32_t> default_mask_id;  // tokenizer.ggml.mask_token_id when absent (LLaDA's 126336)
+  std::string eot_text;                    // the end-of-turn token looked up by text in the vocabulary
+  std::string tokenizer_pre =
+      "default";         // tokenizer.ggml.pre for a pre-tokenizer regex llama.cpp has no name for
+  bool add_bos = false;  // tokenizer.ggml.add_bos_token without a tokenizer.json to say
 };
 
 // Registry (registry.cpp).
 const std::vector<const Family*>& families();
 const Family* find_family(const std::string& name);  // by registry name, nullptr when unknown
-std::string family_names();                            // "llada, dream"
+std::string family_names();                          // "llada, dream"
 // Picks the family of a checkpoint; the error lists what config.json said and what is supported.
 const Family& find_family(const Checkpoint& checkpoint);
 
@@ -88,12 +92,14 @@ bool tensor_present(const TensorSpec& spec, const TransformerConfig& config);
 std::string tensor_name(const std::string& pattern, int64_t layer);
 // Heads whose rows a kRopePairRows transform reorders (0 = none).
 int64_t rope_pair_heads(const TensorSpec& spec, const TransformerConfig& config);
-// Rows of `heads` heads between HF order and llama.cpp's adjacent-pair order; rows move whole, so this works on
-// any row layout (f32 rows, Q8_0 rows of blocks). `to_gguf` = HF -> GGUF, else back. `what` names the tensor.
+// Rows of `heads` heads between HF order and llama.cpp's adjacent-pair order; rows move whole, so this works
+// on any row layout (f32 rows, Q8_0 rows of blocks). `to_gguf` = HF -> GGUF, else back. `what` names the
+// tensor.
 std::vector<uint8_t> permute_rope_rows(const uint8_t* rows, size_t row_bytes, int64_t n_rows, int64_t heads,
                                        bool to_gguf, const std::string& what);
 
-// Where a per-layer role's tensor goes in the Transformer's weights; nullptr when the role is of the other kind.
+// Where a per-layer role's tensor goes in the Transformer's weights; nullptr when the role is of the other
+// kind.
 MatMul* layer_matrix(LayerWeights& layer, TensorRole role);
 std::vector<float>* layer_vector(LayerWeights& layer, TensorRole role);
 
@@ -101,6 +107,7 @@ std::vector<float>* layer_vector(LayerWeights& layer, TensorRole role);
 int64_t count_params(const Family& family, const TransformerConfig& config);
 
 // Special-token ids not in config.json, looked up by content in the directory's tokenizer.json added_tokens.
-std::optional<int64_t> find_added_token(const std::string& model_dir, const std::vector<std::string>& contents);
+std::optional<int64_t> find_added_token(const std::string& model_dir,
+                                        const std::vector<std::string>& contents);
 
 }  // namespace dllm

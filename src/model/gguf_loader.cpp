@@ -1,12 +1,12 @@
 // GGUF models (llama.cpp's layout) mapped onto the shared Transformer: the same TransformerConfig and
-// TransformerWeights as the Hugging Face loader builds, from llama.cpp's metadata keys and the GGUF names of the
-// family's tensor table (model/family.h; docs/gguf.md lists the mapping). An output tensor that is absent means
-// the head is tied to token_embd. Tensors the table stores transformed (LLaDA's q/k rows in llama.cpp's
+// TransformerWeights as the Hugging Face loader builds, from llama.cpp's metadata keys and the GGUF names of
+// the family's tensor table (model/family.h; docs/gguf.md lists the mapping). An output tensor that is absent
+// means the head is tied to token_embd. Tensors the table stores transformed (LLaDA's q/k rows in llama.cpp's
 // adjacent-pair RoPE order) are put back in HF order here.
-// Weight matrices (LoadOptions::weights): kAuto keeps quantized tensors in 8 bits (quant::LinearQ8: Q8_0 blocks as
-// stored, Q4_0 / Q4_K / Q6_K dequantised and requantised to Q8_0) and plain ones as Linear; kDequantize dequantises
-// everything once, here, into the Linear's packed weights; kQ8 puts every matrix in 8 bits. An 8-bit token_embd
-// stays 8-bit as the embedding table too (one copy when the head is tied to it).
+// Weight matrices (LoadOptions::weights): kAuto keeps quantized tensors in 8 bits (quant::LinearQ8: Q8_0
+// blocks as stored, Q4_0 / Q4_K / Q6_K dequantised and requantised to Q8_0) and plain ones as Linear;
+// kDequantize dequantises everything once, here, into the Linear's packed weights; kQ8 puts every matrix in 8
+// bits. An 8-bit token_embd stays 8-bit as the embedding table too (one copy when the head is tied to it).
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -24,17 +24,22 @@ namespace {
 
 std::optional<DType> plain_dtype(GgmlType t) {
   switch (t) {
-    case GgmlType::kF32: return DType::kF32;
-    case GgmlType::kF16: return DType::kF16;
-    case GgmlType::kBF16: return DType::kBF16;
-    default: return std::nullopt;
+    case GgmlType::kF32:
+      return DType::kF32;
+    case GgmlType::kF16:
+      return DType::kF16;
+    case GgmlType::kBF16:
+      return DType::kBF16;
+    default:
+      return std::nullopt;
   }
 }
 
 // Takes tensors by name, checks their shape (given in PyTorch order) and remembers which were used.
 class TensorTaker {
  public:
-  TensorTaker(std::shared_ptr<GgufFile> file, WeightFormat weights) : file_(std::move(file)), weights_(weights) {}
+  TensorTaker(std::shared_ptr<GgufFile> file, WeightFormat weights)
+      : file_(std::move(file)), weights_(weights) {}
 
   const GgufTensor& take(const std::string& name, std::vector<int64_t> shape) {
     const GgufTensor* t = file_->find_tensor(name);
@@ -44,7 +49,8 @@ class TensorTaker {
     want += "]";
     if (!t) fail(file_->path(), ": missing tensor '", name, "' (the metadata implies ggml shape ", want, ")");
     if (t->dims != ne)
-      fail(file_->path(), ": tensor '", name, "' has ggml shape ", t->dims_string(), " but the metadata implies ", want);
+      fail(file_->path(), ": tensor '", name, "' has ggml shape ", t->dims_string(),
+           " but the metadata implies ", want);
     used_.insert(name);
     return *t;
   }
@@ -56,8 +62,8 @@ class TensorTaker {
     quant::dequantize(t.type, t.data, out.data(), t.numel());
     if (rope_heads == 0) return out;
     const int64_t rows = t.dims.size() == 2 ? t.dims[1] : 1, in = t.dims[0];
-    const auto bytes = unpermute(reinterpret_cast<const uint8_t*>(out.data()), in * sizeof(float), rows, rope_heads,
-                                 t.name);
+    const auto bytes =
+        unpermute(reinterpret_cast<const uint8_t*>(out.data()), in * sizeof(float), rows, rope_heads, t.name);
     std::memcpy(out.data(), bytes.data(), bytes.size());
     return out;
   }
@@ -72,7 +78,8 @@ class TensorTaker {
     return weights_ == WeightFormat::kQ8 || (weights_ == WeightFormat::kAuto && !plain_dtype(t.type));
   }
 
-  // The tensor as 8-bit weights: Q8_0 blocks as stored (whole rows moved when un-permuting), else through f32.
+  // The tensor as 8-bit weights: Q8_0 blocks as stored (whole rows moved when un-permuting), else through
+  // f32.
   quant::LinearQ8 q8(const GgufTensor& t, int64_t out, int64_t in, int64_t rope_heads = 0) const {
     if (t.type == GgmlType::kQ8_0) {
       if (rope_heads == 0) return quant::LinearQ8::from_q8_0(t.data, out, in);
@@ -102,7 +109,8 @@ class TensorTaker {
 
   std::vector<uint8_t> unpermute(const uint8_t* w, size_t row_bytes, int64_t rows, int64_t heads,
                                  const std::string& name) const {
-    return permute_rope_rows(w, row_bytes, rows, heads, /*to_gguf=*/false, file_->path() + ": tensor '" + name + "'");
+    return permute_rope_rows(w, row_bytes, rows, heads, /*to_gguf=*/false,
+                             file_->path() + ": tensor '" + name + "'");
   }
 
  private:
@@ -121,8 +129,8 @@ int64_t positive(const GgufFile& f, const std::string& key) {
 
 // The embedding used in place from the mapping when it is a plain float type (the view keeps the file alive),
 // else dequantised into an owned f32 copy.
-void set_embedding(TransformerWeights& w, const std::shared_ptr<GgufFile>& file, const GgufTensor& t, int64_t vocab,
-                   int64_t d) {
+void set_embedding(TransformerWeights& w, const std::shared_ptr<GgufFile>& file, const GgufTensor& t,
+                   int64_t vocab, int64_t d) {
   auto view = std::make_shared<TensorView>();
   view->name = t.name;
   view->file = file->path();
@@ -151,7 +159,9 @@ std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
   const GgufFile& f = *file;
   const std::string arch = f.get_string("general.architecture");
   const Family* fam = find_family(arch);
-  if (!fam) f.fail_key("general.architecture", "= '" + arch + "' is not supported (supported: " + family_names() + ")");
+  if (!fam)
+    f.fail_key("general.architecture",
+               "= '" + arch + "' is not supported (supported: " + family_names() + ")");
   const std::string a = arch + ".";
 
   TransformerConfig c;
@@ -161,24 +171,28 @@ std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
   m.d_model = positive(f, a + "embedding_length");
   m.n_layers = positive(f, a + "block_count");
   m.n_heads = positive(f, a + "attention.head_count");
-  m.n_kv_heads = f.has(a + "attention.head_count_kv") ? positive(f, a + "attention.head_count_kv") : m.n_heads;
+  m.n_kv_heads =
+      f.has(a + "attention.head_count_kv") ? positive(f, a + "attention.head_count_kv") : m.n_heads;
   if (m.n_heads % m.n_kv_heads != 0)
-    f.fail_key(a + "attention.head_count_kv",
-               "= " + std::to_string(m.n_kv_heads) + " must divide head_count = " + std::to_string(m.n_heads));
+    f.fail_key(a + "attention.head_count_kv", "= " + std::to_string(m.n_kv_heads) +
+                                                  " must divide head_count = " + std::to_string(m.n_heads));
   if (f.has(a + "attention.key_length")) {
     m.head_dim = positive(f, a + "attention.key_length");
     if (f.has(a + "attention.value_length") && positive(f, a + "attention.value_length") != m.head_dim)
       f.fail_key(a + "attention.value_length", "differs from key_length (not supported)");
   } else {
     if (m.d_model % m.n_heads != 0)
-      f.fail_key(a + "attention.head_count", "= " + std::to_string(m.n_heads) +
-                                                 " must divide embedding_length = " + std::to_string(m.d_model));
+      f.fail_key(
+          a + "attention.head_count",
+          "= " + std::to_string(m.n_heads) + " must divide embedding_length = " + std::to_string(m.d_model));
     m.head_dim = m.d_model / m.n_heads;
   }
-  if (m.head_dim % 2 != 0) f.fail_key(a + "attention.head_count", "gives an odd head dimension, which RoPE cannot rotate");
+  if (m.head_dim % 2 != 0)
+    f.fail_key(a + "attention.head_count", "gives an odd head dimension, which RoPE cannot rotate");
   if (auto rot = f.find_uint(a + "rope.dimension_count"); rot && *rot != static_cast<uint64_t>(m.head_dim))
     f.fail_key(a + "rope.dimension_count", "= " + std::to_string(*rot) + " is not the head dimension " +
-                                               std::to_string(m.head_dim) + " (partial RoPE is not supported)");
+                                               std::to_string(m.head_dim) +
+                                               " (partial RoPE is not supported)");
   if (auto causal = f.find_bool(a + "attention.causal"); causal && *causal)
     f.fail_key(a + "attention.causal", "= true is not supported (diffusion models attend bidirectionally)");
   m.ffn_hidden = positive(f, a + "feed_forward_length");
@@ -212,15 +226,16 @@ std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
     if (!f.has(k)) return static_cast<int32_t>(fallback);
     const uint64_t v = f.get_uint(k);
     if (v >= static_cast<uint64_t>(m.vocab_size))
-      f.fail_key(k, "= " + std::to_string(v) + " is outside the vocabulary [0, " + std::to_string(m.vocab_size) + ")");
+      f.fail_key(k, "= " + std::to_string(v) + " is outside the vocabulary [0, " +
+                        std::to_string(m.vocab_size) + ")");
     return static_cast<int32_t>(v);
   };
   if (!f.has("tokenizer.ggml.mask_token_id") && !fam->default_mask_id)
     f.fail_key("tokenizer.ggml.mask_token_id", "is missing (a diffusion model needs its [MASK] id)");
   m.mask_id = id("mask_token_id", fam->default_mask_id.value_or(-1));
   if (m.mask_id >= m.vocab_size)
-    f.fail_key("tokenizer.ggml.mask_token_id", "is missing and " + arch + "'s default " + std::to_string(m.mask_id) +
-                                                   " is outside the vocabulary");
+    f.fail_key("tokenizer.ggml.mask_token_id", "is missing and " + arch + "'s default " +
+                                                   std::to_string(m.mask_id) + " is outside the vocabulary");
   m.eos_id = id("eos_token_id", -1);
   m.pad_id = id("padding_token_id", m.eos_id);
   m.bos_id = id("bos_token_id", -1);

@@ -27,7 +27,8 @@ Linear load_linear(Checkpoint& ckpt, const std::string& name, const std::vector<
 
 }  // namespace
 
-std::shared_ptr<Model> load_hf(const Family& family, std::unique_ptr<Checkpoint> ckpt, const LoadOptions& options) {
+std::shared_ptr<Model> load_hf(const Family& family, std::unique_ptr<Checkpoint> ckpt,
+                               const LoadOptions& options) {
   TransformerConfig c = family.parse_hf_config(*ckpt);
   ModelInfo& m = c.info;
 
@@ -50,7 +51,8 @@ std::shared_ptr<Model> load_hf(const Family& family, std::unique_ptr<Checkpoint>
   TransformerWeights w;
   // The embedding, then layer by layer, then the norm and the head: the order in which errors name the first
   // missing tensor.
-  w.embedding = &ckpt->take(find_spec(family, TensorRole::kEmbedding).hf, tensor_shape(TensorRole::kEmbedding, c));
+  w.embedding =
+      &ckpt->take(find_spec(family, TensorRole::kEmbedding).hf, tensor_shape(TensorRole::kEmbedding, c));
   for (int64_t i = 0; i < m.n_layers; ++i) {
     LayerWeights& L = w.layers.emplace_back();
     for (const TensorSpec& spec : family.tensors) {
@@ -84,8 +86,9 @@ Expected<std::shared_ptr<Model>> Model::load(const std::string& path, const Load
     if (options.threads > 0) omp_set_num_threads(options.threads);
     if (is_gguf_file(path)) return load_gguf(path, options);
     if (options.weights == WeightFormat::kQ8)
-      fail(path, ": 8-bit weights (WeightFormat::kQ8, --weights q8) need a GGUF file; convert the directory first: "
-                 "dllm convert -m DIR -o model-q8_0.gguf --type q8_0");
+      fail(path,
+           ": 8-bit weights (WeightFormat::kQ8, --weights q8) need a GGUF file; convert the directory first: "
+           "dllm convert -m DIR -o model-q8_0.gguf --type q8_0");
     auto checkpoint = std::make_unique<Checkpoint>(path);
     const Family& family = find_family(*checkpoint);
     return load_hf(family, std::move(checkpoint), options);

@@ -6,9 +6,12 @@ namespace dllm {
 
 const char* precision_name(Precision p) {
   switch (p) {
-    case Precision::kAuto: return "auto";
-    case Precision::kF32: return "f32";
-    case Precision::kBF16: return "bf16";
+    case Precision::kAuto:
+      return "auto";
+    case Precision::kF32:
+      return "f32";
+    case Precision::kBF16:
+      return "bf16";
   }
   return "?";
 }

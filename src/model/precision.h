@@ -1,5 +1,5 @@
-// --dtype auto|f32|bf16 resolved against what a checkpoint stores: "auto" keeps the file's precision (f32 stays
-// f32, bf16 and f16 stay 16-bit), as Hugging Face's dtype="auto" and llama.cpp do.
+// --dtype auto|f32|bf16 resolved against what a checkpoint stores: "auto" keeps the file's precision (f32
+// stays f32, bf16 and f16 stay 16-bit), as Hugging Face's dtype="auto" and llama.cpp do.
 #pragma once
 
 #include <string>

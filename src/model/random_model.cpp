@@ -5,8 +5,8 @@
 
 #include "core/error.h"
 #include "kernels/linear.h"
-#include "model/precision.h"
 #include "model/family.h"
+#include "model/precision.h"
 
 namespace dllm {
 
@@ -31,7 +31,8 @@ const ModelShape& find_shape(const std::string& name) {
 
 namespace {
 
-// Uniform with the given standard deviation: billions of values for 8B shapes, so a cheap generator (xorshift).
+// Uniform with the given standard deviation: billions of values for 8B shapes, so a cheap generator
+// (xorshift).
 std::vector<float> random_vector(std::mt19937_64& rng, size_t n, float stddev) {
   uint64_t state = rng() | 1;
   const float scale = stddev * 1.7320508f / 8388608.0f;  // uniform(-a, a) has std a/sqrt(3)
@@ -68,8 +69,9 @@ std::shared_ptr<Model> make_random_model(const ModelShape& shape, int64_t n_laye
   m.shift_logits = family->shift_logits;
   const ComputeType ct = precision == Precision::kF32 ? ComputeType::kF32 : ComputeType::kBF16;
   m.precision = precision == Precision::kF32 ? Precision::kF32 : Precision::kBF16;
-  m.precision_reason = precision == Precision::kAuto ? "auto: random weights held as bf16, as a real checkpoint"
-                                                     : std::string("requested (--dtype ") + precision_name(precision) + ")";
+  m.precision_reason = precision == Precision::kAuto
+                           ? "auto: random weights held as bf16, as a real checkpoint"
+                           : std::string("requested (--dtype ") + precision_name(precision) + ")";
   for (const TensorSpec& spec : family->tensors) c.qkv_bias |= spec.role == TensorRole::kQBias;
   c.rope_theta = 500000.0f;
 

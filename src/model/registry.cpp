@@ -1,6 +1,6 @@
 // The families this engine runs. Adding one: its file under model/families/ (config parsing and tensor table,
-// see family.h) and one line here; the HF and GGUF loaders, `dllm convert`, `dllm bench`'s random models and the
-// parameter count follow from the table.
+// see family.h) and one line here; the HF and GGUF loaders, `dllm convert`, `dllm bench`'s random models and
+// the parameter count follow from the table.
 #include "core/error.h"
 #include "model/family.h"
 

@@ -1,11 +1,12 @@
-// The family descriptions (model/family.h) and what they drive: the parameter count from the tensor table, the
-// precision "auto" keeps, and random models built from the same table.
+// The family descriptions (model/family.h) and what they drive: the parameter count from the tensor table,
+// the precision "auto" keeps, and random models built from the same table.
+#include "model/family.h"
+
 #include <gtest/gtest.h>
 
 #include <set>
 
 #include "io/safetensors.h"
-#include "model/family.h"
 #include "model/random_model.h"
 #include "test_util.h"
 
@@ -19,9 +20,10 @@ TEST(Family, EveryTableIsWhole) {
   for (const Family* f : families()) {
     SCOPED_TRACE(f->name);
     EXPECT_EQ(find_family(f->name), f);
-    for (TensorRole role : {TensorRole::kEmbedding, TensorRole::kOutputNorm, TensorRole::kHead, TensorRole::kAttnNorm,
-                            TensorRole::kQ, TensorRole::kK, TensorRole::kV, TensorRole::kAttnOut, TensorRole::kFfnNorm,
-                            TensorRole::kGate, TensorRole::kUp, TensorRole::kDown})
+    for (TensorRole role :
+         {TensorRole::kEmbedding, TensorRole::kOutputNorm, TensorRole::kHead, TensorRole::kAttnNorm,
+          TensorRole::kQ, TensorRole::kK, TensorRole::kV, TensorRole::kAttnOut, TensorRole::kFfnNorm,
+          TensorRole::kGate, TensorRole::kUp, TensorRole::kDown})
       EXPECT_NO_THROW(find_spec(*f, role)) << "role " << static_cast<int>(role);
     std::set<std::string> hf, gguf;
     for (const TensorSpec& s : f->tensors) {
@@ -74,7 +76,8 @@ TEST(Family, AutoPrecisionKeepsTheCheckpoints) {
 }
 
 TEST(Family, DefaultLoadGivesTheExactLogits) {
-  // The default (auto) on an f32 checkpoint is the f32 path bit for bit: the golden tests' tokens without --dtype.
+  // The default (auto) on an f32 checkpoint is the f32 path bit for bit: the golden tests' tokens without
+  // --dtype.
   LoadOptions exact;
   exact.precision = Precision::kF32;
   auto a = Model::load(test::data_path(kModels[0]));

@@ -1,8 +1,9 @@
-// Dream (Dream-org/Dream-v0-{Instruct,Base}-7B, DiffuCoder, Dream-Coder): DreamConfig's config.json and the Qwen2
-// tensor names of modeling_dream.py mapped onto the shared Transformer. q/k/v carry biases, attention may be GQA,
-// the head may be tied to the embedding. Generation shifts the logits (ModelInfo.shift_logits): position i is
-// predicted by the output at i-1. Settings the Transformer does not implement (sliding window, RoPE scaling,
-// mRoPE) are rejected by name rather than run wrongly. The family description: see model/family.h.
+// Dream (Dream-org/Dream-v0-{Instruct,Base}-7B, DiffuCoder, Dream-Coder): DreamConfig's config.json and the
+// Qwen2 tensor names of modeling_dream.py mapped onto the shared Transformer. q/k/v carry biases, attention
+// may be GQA, the head may be tied to the embedding. Generation shifts the logits (ModelInfo.shift_logits):
+// position i is predicted by the output at i-1. Settings the Transformer does not implement (sliding window,
+// RoPE scaling, mRoPE) are rejected by name rather than run wrongly. The family description: see
+// model/family.h.
 #include <limits>
 
 #include "core/error.h"
@@ -35,14 +36,15 @@ TransformerConfig parse_config(const Checkpoint& ckpt) {
   m.n_heads = r.positive_int("num_attention_heads");
   m.n_kv_heads = r.optional_int("num_key_value_heads").value_or(m.n_heads);
   if (m.n_kv_heads <= 0 || m.n_heads % m.n_kv_heads != 0)
-    r.fail_field("num_key_value_heads", "= " + std::to_string(m.n_kv_heads) +
-                                            " must divide num_attention_heads = " + std::to_string(m.n_heads));
+    r.fail_field("num_key_value_heads",
+                 "= " + std::to_string(m.n_kv_heads) +
+                     " must divide num_attention_heads = " + std::to_string(m.n_heads));
   if (auto hd = r.optional_int("head_dim")) {
     m.head_dim = *hd;
   } else {
     if (m.d_model % m.n_heads != 0)
-      r.fail_field("num_attention_heads", "= " + std::to_string(m.n_heads) + " must divide hidden_size = " +
-                                              std::to_string(m.d_model));
+      r.fail_field("num_attention_heads", "= " + std::to_string(m.n_heads) +
+                                              " must divide hidden_size = " + std::to_string(m.d_model));
     m.head_dim = m.d_model / m.n_heads;
   }
   if (m.head_dim <= 0 || m.head_dim % 2 != 0)
@@ -65,14 +67,19 @@ TransformerConfig parse_config(const Checkpoint& ckpt) {
   const auto mask = r.optional_int("mask_token_id");
   if (!mask) r.fail_field("mask_token_id", "is missing (Dream needs the [MASK] id to denoise)");
   m.mask_id = static_cast<int32_t>(*mask);
-  m.eos_id = static_cast<int32_t>(r.optional_token_id("eos_token_id").value_or(g.optional_token_id("eos_token_id").value_or(-1)));
+  m.eos_id = static_cast<int32_t>(
+      r.optional_token_id("eos_token_id").value_or(g.optional_token_id("eos_token_id").value_or(-1)));
   m.pad_id = static_cast<int32_t>(r.optional_token_id("pad_token_id").value_or(m.eos_id));
-  m.bos_id = static_cast<int32_t>(r.optional_token_id("bos_token_id").value_or(g.optional_token_id("bos_token_id").value_or(-1)));
+  m.bos_id = static_cast<int32_t>(
+      r.optional_token_id("bos_token_id").value_or(g.optional_token_id("bos_token_id").value_or(-1)));
   m.eot_id = static_cast<int32_t>(find_added_token(ckpt.dir(), {"<|im_end|>"}).value_or(-1));
-  for (auto [name, id] : {std::pair{"mask_token_id", m.mask_id}, {"eos_token_id", m.eos_id}, {"pad_token_id", m.pad_id},
+  for (auto [name, id] : {std::pair{"mask_token_id", m.mask_id},
+                          {"eos_token_id", m.eos_id},
+                          {"pad_token_id", m.pad_id},
                           {"bos_token_id", m.bos_id}})
     if (id >= m.vocab_size)
-      r.fail_field(name, "= " + std::to_string(id) + " is outside the vocabulary of " + std::to_string(m.vocab_size));
+      r.fail_field(
+          name, "= " + std::to_string(id) + " is outside the vocabulary of " + std::to_string(m.vocab_size));
   if (m.mask_id < 0) r.fail_field("mask_token_id", "must be >= 0");
   m.shift_logits = true;
   c.tied_head = r.optional_bool("tie_word_embeddings").value_or(false);
@@ -93,7 +100,8 @@ const Family& dream_family() {
               {TensorRole::kOutputNorm, "model.norm.weight", "output_norm.weight"},
               {TensorRole::kHead, "lm_head.weight", "output.weight"},
               {TensorRole::kAttnNorm, "model.layers.{}.input_layernorm.weight", "blk.{}.attn_norm.weight"},
-              {TensorRole::kFfnNorm, "model.layers.{}.post_attention_layernorm.weight", "blk.{}.ffn_norm.weight"},
+              {TensorRole::kFfnNorm, "model.layers.{}.post_attention_layernorm.weight",
+               "blk.{}.ffn_norm.weight"},
               {TensorRole::kQ, "model.layers.{}.self_attn.q_proj.weight", "blk.{}.attn_q.weight"},
               {TensorRole::kQBias, "model.layers.{}.self_attn.q_proj.bias", "blk.{}.attn_q.bias"},
               {TensorRole::kK, "model.layers.{}.self_attn.k_proj.weight", "blk.{}.attn_k.weight"},

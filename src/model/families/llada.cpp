@@ -1,6 +1,7 @@
 // LLaDA (GSAI-ML/LLaDA-8B-*, LLaDA-1.5): config.json of LLaDAConfig and the OLMo-style tensor names of
-// modeling_llada.py, mapped onto the shared Transformer (the family description, see model/family.h). Only the "llama" block with RMSNorm, RoPE and SwiGLU is
-// used by released LLaDA checkpoints; any other setting is rejected by name rather than run wrongly.
+// modeling_llada.py, mapped onto the shared Transformer (the family description, see model/family.h). Only
+// the "llama" block with RMSNorm, RoPE and SwiGLU is used by released LLaDA checkpoints; any other setting is
+// rejected by name rather than run wrongly.
 #include <limits>
 #include <optional>
 
@@ -12,9 +13,11 @@ namespace dllm {
 
 namespace {
 
-void require(const ConfigReader& r, const nlohmann::json& cfg, const std::string& key, const nlohmann::json& want) {
+void require(const ConfigReader& r, const nlohmann::json& cfg, const std::string& key,
+             const nlohmann::json& want) {
   if (cfg.contains(key) && !cfg[key].is_null() && cfg[key] != want)
-    r.fail_field(key, "= " + cfg[key].dump() + " is not supported (LLaDA checkpoints use " + want.dump() + ")");
+    r.fail_field(key,
+                 "= " + cfg[key].dump() + " is not supported (LLaDA checkpoints use " + want.dump() + ")");
 }
 
 TransformerConfig parse_config(const Checkpoint& ckpt) {
@@ -42,10 +45,11 @@ TransformerConfig parse_config(const Checkpoint& ckpt) {
   m.n_heads = r.positive_int("n_heads");
   m.n_kv_heads = r.optional_int("n_kv_heads").value_or(m.n_heads);
   if (m.n_kv_heads <= 0 || m.n_heads % m.n_kv_heads != 0)
-    r.fail_field("n_kv_heads", "= " + std::to_string(m.n_kv_heads) + " must divide n_heads = " +
-                                   std::to_string(m.n_heads));
+    r.fail_field("n_kv_heads",
+                 "= " + std::to_string(m.n_kv_heads) + " must divide n_heads = " + std::to_string(m.n_heads));
   if (m.d_model % m.n_heads != 0)
-    r.fail_field("n_heads", "= " + std::to_string(m.n_heads) + " must divide d_model = " + std::to_string(m.d_model));
+    r.fail_field("n_heads",
+                 "= " + std::to_string(m.n_heads) + " must divide d_model = " + std::to_string(m.d_model));
   m.head_dim = m.d_model / m.n_heads;
   if (m.head_dim % 2 != 0) r.fail_field("n_heads", "gives an odd head_dim, which RoPE cannot rotate");
   if (auto hidden = r.optional_int("mlp_hidden_size")) {
@@ -53,7 +57,8 @@ TransformerConfig parse_config(const Checkpoint& ckpt) {
     m.ffn_hidden = *hidden;
   } else {
     const int64_t ratio = r.positive_int("mlp_ratio");
-    if (ratio > std::numeric_limits<int64_t>::max() / m.d_model) r.fail_field("mlp_ratio", "* d_model overflows");
+    if (ratio > std::numeric_limits<int64_t>::max() / m.d_model)
+      r.fail_field("mlp_ratio", "* d_model overflows");
     m.ffn_hidden = ratio * m.d_model;
   }
   const int64_t vocab = r.positive_int("vocab_size");
@@ -79,7 +84,8 @@ TransformerConfig parse_config(const Checkpoint& ckpt) {
                                std::to_string(vocab_size) + ")");
     return static_cast<int32_t>(id);
   };
-  auto token = [&](const char* key, const ConfigReader& first, const ConfigReader& second) -> std::optional<int32_t> {
+  auto token = [&](const char* key, const ConfigReader& first,
+                   const ConfigReader& second) -> std::optional<int32_t> {
     if (auto v = first.optional_token_id(key)) return in_vocab(first, key, *v);
     if (auto v = second.optional_token_id(key)) return in_vocab(second, key, *v);
     return std::nullopt;
@@ -92,8 +98,8 @@ TransformerConfig parse_config(const Checkpoint& ckpt) {
     m.eot_id = in_vocab(r, "eot_token_id", *eot);
   } else if (auto added = find_added_token(ckpt.dir(), {"<|eot_id|>"})) {
     if (*added < 0 || *added >= vocab_size)
-      fail(ckpt.dir(), "/tokenizer.json: added token <|eot_id|> has id ", *added, ", outside the vocabulary [0, ",
-           vocab_size, ")");
+      fail(ckpt.dir(), "/tokenizer.json: added token <|eot_id|> has id ", *added,
+           ", outside the vocabulary [0, ", vocab_size, ")");
     m.eot_id = static_cast<int32_t>(*added);
   }
   m.shift_logits = false;
@@ -114,14 +120,16 @@ const Family& llada_family() {
               {TensorRole::kEmbedding, "model.transformer.wte.weight", "token_embd.weight"},
               {TensorRole::kOutputNorm, "model.transformer.ln_f.weight", "output_norm.weight"},
               {TensorRole::kHead, "model.transformer.ff_out.weight", "output.weight"},
-              {TensorRole::kAttnNorm, "model.transformer.blocks.{}.attn_norm.weight", "blk.{}.attn_norm.weight"},
+              {TensorRole::kAttnNorm, "model.transformer.blocks.{}.attn_norm.weight",
+               "blk.{}.attn_norm.weight"},
               {TensorRole::kFfnNorm, "model.transformer.blocks.{}.ff_norm.weight", "blk.{}.ffn_norm.weight"},
               {TensorRole::kQ, "model.transformer.blocks.{}.q_proj.weight", "blk.{}.attn_q.weight",
                GgufTransform::kRopePairRows},
               {TensorRole::kK, "model.transformer.blocks.{}.k_proj.weight", "blk.{}.attn_k.weight",
                GgufTransform::kRopePairRows},
               {TensorRole::kV, "model.transformer.blocks.{}.v_proj.weight", "blk.{}.attn_v.weight"},
-              {TensorRole::kAttnOut, "model.transformer.blocks.{}.attn_out.weight", "blk.{}.attn_output.weight"},
+              {TensorRole::kAttnOut, "model.transformer.blocks.{}.attn_out.weight",
+               "blk.{}.attn_output.weight"},
               {TensorRole::kGate, "model.transformer.blocks.{}.ff_proj.weight", "blk.{}.ffn_gate.weight"},
               {TensorRole::kUp, "model.transformer.blocks.{}.up_proj.weight", "blk.{}.ffn_up.weight"},
               {TensorRole::kDown, "model.transformer.blocks.{}.ff_out.weight", "blk.{}.ffn_down.weight"},
