@@ -3,7 +3,10 @@
 
 namespace dllm {
 
-// f32 FMA throughput over all OpenMP threads, in GFLOP/s (AVX2 FMA, independent accumulator chains).
+// f32 FMA throughput over all OpenMP threads, in GFLOP/s (independent accumulator chains, with the widest FMA
+// the CPU has: AVX-512 where cpuid says so, else AVX2).
 double measure_f32_fma_peak_gflops(double seconds = 0.3);
+// Which FMA measure_f32_fma_peak_gflops uses here: "AVX-512" or "AVX2".
+const char* f32_fma_peak_isa();
 
 }  // namespace dllm

@@ -158,6 +158,7 @@ void run_bench(const BenchOptions& o) {
                           {"gflop_per_forward", flops.total() / 1e9},
                           {"peak_gflops", peak},
                           {"peak_f32_fma_gflops_measured", peak_f32},
+                          {"peak_f32_fma_isa", f32_fma_peak_isa()},
                           {"fraction_of_peak", gflops / peak},
                           {"matmul_gflops", matmul_gflops},
                           {"time_fraction", breakdown}};
@@ -178,8 +179,8 @@ void run_bench(const BenchOptions& o) {
               *std::min_element(times.begin(), times.end()), *std::max_element(times.begin(), times.end()));
   std::printf("speed      %.1f tokens/s, %.1f GFLOP/s (%.2f GFLOP per forward)\n", tok_s, gflops,
               flops.total() / 1e9);
-  std::printf("peak       %.1f GFLOP/s %s (measured f32 FMA peak %.1f) -> %.1f%% of peak end to end\n", peak,
-              bf16_math ? "bf16 (2x f32 FMA)" : "f32 FMA", peak_f32, 100 * gflops / peak);
+  std::printf("peak       %.1f GFLOP/s %s (measured %s f32 FMA peak %.1f) -> %.1f%% of peak end to end\n", peak,
+              bf16_math ? "bf16 (2x f32 FMA)" : "f32 FMA", f32_fma_peak_isa(), peak_f32, 100 * gflops / peak);
   std::printf("matmuls    %.1f GFLOP/s inside the matmul kernels (%.1f%% of peak)\n", matmul_gflops,
               100 * matmul_gflops / peak);
   std::printf("breakdown ");
