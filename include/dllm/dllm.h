@@ -104,6 +104,12 @@ enum class Transfer {
   kThreshold,          // Fast-dLLM: the best position plus every one with confidence >= threshold
   kFactor,             // Fast-dLLM: the largest n with (n+1)(1 - c_n) < factor (at least one)
 };
+// Which token a masked position takes (the token rule). kDefault: the family's.
+enum class Sampler {
+  kDefault,
+  kGumbel,       // LLaDA: argmax of the logits, Gumbel-max in float64 when temperature > 0; confidence from the raw softmax
+  kCategorical,  // Dream: logits / T, top-p / top-k filters, a categorical draw when temperature > 0
+};
 // What a step recomputes (Fast-dLLM). kNone is exact; the others are approximations by design.
 enum class CacheMode {
   kNone,
@@ -128,6 +134,7 @@ struct GenerateParams {
   // Strategy axes (docs/denoising.md).
   Unmask unmask = Unmask::kDefault;
   Transfer transfer = Transfer::kDefault;
+  Sampler sampler = Sampler::kDefault;
   double threshold = 0.9;  // kThreshold
   double factor = 1.0;     // kFactor
   // Dream sampling. top_k < 0 means the reference's effective default: 50 for Dream (transformers 4.46 leaks

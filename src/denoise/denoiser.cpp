@@ -61,7 +61,8 @@ DenoiseSettings resolve_settings(const ModelInfo& info, const GenerateParams& p)
   DenoiseSettings s;
   const bool dream = info.architecture == "dream";
   PredictionOptions& o = s.prediction;
-  o.rule = dream ? TokenRule::kDream : TokenRule::kLlada;
+  const bool categorical = p.sampler == Sampler::kDefault ? dream : p.sampler == Sampler::kCategorical;
+  o.rule = categorical ? TokenRule::kDream : TokenRule::kLlada;
   o.temperature = p.temperature;
   if (p.temperature < 0) fail("generate: temperature must be >= 0, got ", p.temperature);
   if (p.cfg_scale < 0) fail("generate: cfg_scale must be >= 0, got ", p.cfg_scale);
@@ -69,12 +70,13 @@ DenoiseSettings resolve_settings(const ModelInfo& info, const GenerateParams& p)
   if (p.alg_temp < 0) fail("generate: alg_temp must be >= 0, got ", p.alg_temp);
   if (!(p.eps > 0 && p.eps < 1)) fail("generate: eps must be in (0, 1), got ", p.eps);
   if (p.cache_refresh < 0) fail("generate: cache_refresh must be >= 0, got ", p.cache_refresh);
-  if (dream) {
-    o.top_k = p.top_k < 0 ? 50 : p.top_k;  // transformers 4.46 leaks PretrainedConfig's top_k=50
+  if (categorical) {
+    // transformers 4.46 leaks PretrainedConfig's top_k=50 into Dream's generation config.
+    o.top_k = p.top_k < 0 ? (dream ? 50 : 0) : p.top_k;
     o.top_p = p.top_p;
   } else if (p.top_k > 0 || p.top_p < 1) {
-    fail("generate: top_k/top_p belong to Dream's token rule; LLaDA's generate() has none (got top_k ",
-         p.top_k, ", top_p ", p.top_p, ")");
+    fail("generate: top_k/top_p belong to the categorical sampler (Dream's token rule); the gumbel sampler "
+         "(LLaDA's generate()) has none (got top_k ", p.top_k, ", top_p ", p.top_p, ")");
   }
 
   // Which positions, and how many per step; Dream's default alg is 'origin' (generation_config.json).
@@ -168,7 +170,7 @@ Denoiser::Denoiser(const ModelInfo& info, const std::vector<std::vector<int32_t>
     std::fill(x_[b].begin(), x_[b].begin() + pad, pad_id);
     std::copy(prompts[b].begin(), prompts[b].end(), x_[b].begin() + pad);
   }
-  if (padded && s_.prediction.rule == TokenRule::kDream) {
+  if (padded && info_.architecture == "dream") {  // Dream masks padding out of attention; LLaDA attends to it
     valid_.assign(batch_ * total_len_, 1);
     positions_.assign(batch_ * total_len_, 1);
     for (int64_t b = 0; b < batch_; ++b) {

@@ -35,6 +35,16 @@ constexpr NamedValue<Transfer> kTransferWords[] = {
      "Fast-dLLM: the largest n with (n + 1)(1 - c_n) < factor, at least one (--factor, default 1)"},
 };
 
+constexpr NamedValue<Sampler> kSamplerWords[] = {
+    {"gumbel", Sampler::kGumbel,
+     "LLaDA's token rule: argmax of the logits, Gumbel-max in float64 when temperature > 0; confidence from "
+     "the "
+     "raw softmax"},
+    {"categorical", Sampler::kCategorical,
+     "Dream's token rule: logits / temperature, top-p / top-k filters, a categorical draw when temperature > "
+     "0"},
+};
+
 constexpr NamedValue<CacheMode> kCacheWords[] = {
     {"none", CacheMode::kNone, "every step recomputes the whole canvas (exact)"},
     {"prefix", CacheMode::kPrefix, "K/V before the current block computed once per block (Fast-dLLM)"},
@@ -87,6 +97,7 @@ std::string StrategyAxis<V>::accepted() const {
 template struct StrategyAxis<UnmaskWord>;
 template struct StrategyAxis<Transfer>;
 template struct StrategyAxis<CacheMode>;
+template struct StrategyAxis<Sampler>;
 
 const StrategyAxis<UnmaskWord>& unmask_axis() {
   static const StrategyAxis<UnmaskWord> axis{
@@ -97,6 +108,12 @@ const StrategyAxis<UnmaskWord>& unmask_axis() {
 const StrategyAxis<Transfer>& transfer_axis() {
   static const StrategyAxis<Transfer> axis{
       "schedule", "how many positions are revealed per step", {"schedule"}, kTransferWords};
+  return axis;
+}
+
+const StrategyAxis<Sampler>& sampler_axis() {
+  static const StrategyAxis<Sampler> axis{
+      "sampler", "which token a masked position takes", {"sampler"}, kSamplerWords};
   return axis;
 }
 
@@ -128,6 +145,7 @@ std::string strategy_words_markdown() {
   std::ostringstream os;
   markdown_axis(os, unmask_axis());
   markdown_axis(os, transfer_axis());
+  markdown_axis(os, sampler_axis());
   markdown_axis(os, cache_axis());
   return os.str();
 }
@@ -155,7 +173,7 @@ void apply_strategy(const StrategyChoice& c, GenerateParams& p) {
   for (const auto& [key, word] : c.words) {
     const auto& u = unmask_axis().keys;
     if (std::find(u.begin(), u.end(), key) == u.end() && key != transfer_axis().keys[0] &&
-        key != cache_axis().keys[0])
+        key != sampler_axis().keys[0] && key != cache_axis().keys[0])
       throw StrategyError(key, "'" + key + "' is not a strategy axis");
   }
   // Which positions: the keys are synonyms.
@@ -199,6 +217,8 @@ void apply_strategy(const StrategyChoice& c, GenerateParams& p) {
     number("factor", Transfer::kFactor);
     p.factor = *c.factor;
   }
+  // Which token.
+  if (auto v = word_of(c, sampler_axis(), std::string(sampler_axis().keys[0]))) p.sampler = *v;
   // What is recomputed.
   if (auto v = word_of(c, cache_axis(), std::string(cache_axis().keys[0]))) p.cache = *v;
 }

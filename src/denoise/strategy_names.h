@@ -56,6 +56,7 @@ struct StrategyAxis {
 
 const StrategyAxis<UnmaskWord>& unmask_axis();  // --unmask, --alg, --remasking
 const StrategyAxis<Transfer>& transfer_axis();  // --schedule
+const StrategyAxis<Sampler>& sampler_axis();    // --sampler
 const StrategyAxis<CacheMode>& cache_axis();    // --cache
 
 // The markdown list of every axis and word that docs/denoising.md carries between its "strategy words"

@@ -121,6 +121,7 @@ std::vector<std::string> strategy_keys() {
   std::vector<std::string> keys;
   for (auto k : unmask_axis().keys) keys.emplace_back(k);
   for (auto k : transfer_axis().keys) keys.emplace_back(k);
+  for (auto k : sampler_axis().keys) keys.emplace_back(k);
   for (auto k : cache_axis().keys) keys.emplace_back(k);
   return keys;
 }

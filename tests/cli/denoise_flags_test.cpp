@@ -40,6 +40,8 @@ TEST(DenoiseFlags, EveryWordThroughEveryFlag) {
     }
   for (const auto& w : transfer_axis().words)
     EXPECT_EQ(parse({"--schedule", std::string(w.name)}).transfer, w.value) << w.name;
+  for (const auto& w : sampler_axis().words)
+    EXPECT_EQ(parse({"--sampler", std::string(w.name)}).sampler, w.value) << w.name;
   for (const auto& w : cache_axis().words) EXPECT_EQ(parse({"--cache", std::string(w.name)}).cache, w.value);
   EXPECT_EQ(parse({}).unmask, Unmask::kDefault);  // nothing given: the family's
   EXPECT_EQ(parse({}).transfer, Transfer::kDefault);
@@ -78,6 +80,8 @@ TEST(DenoiseFlags, HelpListsTheTables) {
   for (const auto& w : unmask_axis().words)
     EXPECT_NE(help.find(std::string(w.name)), std::string::npos) << w.name;
   for (const auto& w : transfer_axis().words)
+    EXPECT_NE(help.find(std::string(w.name)), std::string::npos) << w.name;
+  for (const auto& w : sampler_axis().words)
     EXPECT_NE(help.find(std::string(w.name)), std::string::npos) << w.name;
   for (const auto& w : cache_axis().words)
     EXPECT_NE(help.find(std::string(w.name)), std::string::npos) << w.name;

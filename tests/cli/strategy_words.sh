@@ -23,7 +23,7 @@ run() {
 }
 
 n=0
-for axis in "unmask alg remasking" schedule cache; do
+for axis in "unmask alg remasking" schedule sampler cache; do
   first=${axis%% *}
   list=$(words "$first")
   [ -n "$list" ] || { echo "FAIL: no words for --$first in --help"; exit 1; }
@@ -52,6 +52,8 @@ same "--alg origin" "--unmask random --schedule timestep_bernoulli"
 same "--unmask confidence --schedule uniform --cache none" ""  # LLaDA's defaults
 same "--cache dual --cache-refresh 1" "--cache none"          # refreshing every step is exact
 same "--schedule threshold --threshold 0.5" "--threshold 0.5"
+same "--sampler gumbel" ""                                    # LLaDA's token rule is the default
+differ "--sampler gumbel --temperature 1" "--sampler categorical --temperature 1"
 
 # Unknown words: non-zero exit, the flag named, the words listed; the same for infill and serve.
 fails() {

@@ -37,7 +37,9 @@ void check_axis(const StrategyAxis<V>& axis) {
 TEST(StrategyNames, EveryWordParsesToItsValue) {
   check_axis(unmask_axis());
   check_axis(transfer_axis());
+  check_axis(sampler_axis());
   check_axis(cache_axis());
+  EXPECT_EQ(sampler_axis().names(), "gumbel | categorical");
   EXPECT_EQ(unmask_axis().names(), "confidence | margin | entropy | random | origin");
   EXPECT_EQ(transfer_axis().names(), "uniform | timestep | timestep_bernoulli | threshold | factor");
   EXPECT_EQ(cache_axis().names(), "none | prefix | dual");
@@ -82,6 +84,8 @@ TEST(StrategyNames, ApplyCombinesTheAxesOneWay) {
     }
   for (const auto& w : transfer_axis().words)
     EXPECT_EQ(apply(words({{"schedule", std::string(w.name)}})).transfer, w.value) << w.name;
+  for (const auto& w : sampler_axis().words)
+    EXPECT_EQ(apply(words({{"sampler", std::string(w.name)}})).sampler, w.value) << w.name;
   for (const auto& w : cache_axis().words)
     EXPECT_EQ(apply(words({{"cache", std::string(w.name)}})).cache, w.value);
 

@@ -95,6 +95,8 @@ TEST_F(Fixture, EveryStrategyWordThroughEveryField) {
     }
   for (const auto& w : transfer_axis().words)
     EXPECT_EQ(parse_params({{"schedule", std::string(w.name)}}).transfer, w.value) << w.name;
+  for (const auto& w : sampler_axis().words)
+    EXPECT_EQ(parse_params({{"sampler", std::string(w.name)}}).sampler, w.value) << w.name;
   for (const auto& w : cache_axis().words)
     EXPECT_EQ(parse_params({{"cache", std::string(w.name)}}).cache, w.value);
   // The chat endpoint knows the same fields.

@@ -19,7 +19,7 @@ function axes() {
     const word = line.match(/^ {2}\* `([a-z_]+)`/);
     if (word) out.at(-1).words.push(word[1]);
   }
-  assert.equal(out.length, 3, 'three axes: unmask, schedule, cache');
+  assert.equal(out.length, 4, 'four axes: unmask, schedule, sampler, cache');
   return out;
 }
 

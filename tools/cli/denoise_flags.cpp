@@ -38,6 +38,7 @@ void add_denoise_flags(CLI::App* cmd, GenerateParams& p, DenoiseFlags& f) {
                   "Dream: keep the top k logits (-1 = the reference's effective 50; 0 = no filter)")
       ->capture_default_str();
   cmd->add_option("--top-p", p.top_p, "Dream: nucleus filter (1 = off)")->capture_default_str();
+  add_axis(cmd, sampler_axis(), f, "; default: the family's (LLaDA: gumbel; Dream: categorical)");
   add_axis(cmd, cache_axis(), f, "; default: none");
   cmd->add_option("--cache-refresh", p.cache_refresh,
                   "With a cache: full recompute every N steps (0 = per block)")
