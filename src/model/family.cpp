@@ -1,6 +1,7 @@
 #include "model/family.h"
 
 #include <cstring>
+#include <limits>
 
 #include "core/error.h"
 #include "io/json_file.h"
@@ -153,6 +154,17 @@ int64_t count_params(const Family& family, const TransformerConfig& config) {
     n += is_per_layer(spec.role) ? numel * config.info.n_layers : numel;
   }
   return n;
+}
+
+void read_rope_theta_and_rms_eps(const ConfigReader& r, double default_eps, TransformerConfig& c) {
+  const double rope_theta = r.optional_number("rope_theta").value_or(10000.0);
+  const double rms_eps = r.optional_number("rms_norm_eps").value_or(default_eps);
+  if (!(rope_theta > 0) || !(rope_theta <= std::numeric_limits<float>::max()))
+    r.fail_field("rope_theta", "must be > 0 and finite in float32, got " + std::to_string(rope_theta));
+  if (!(rms_eps > 0) || !(rms_eps <= 1))
+    r.fail_field("rms_norm_eps", "must be in (0, 1], got " + std::to_string(rms_eps));
+  c.rope_theta = static_cast<float>(rope_theta);
+  c.rms_eps = static_cast<float>(rms_eps);
 }
 
 std::optional<int64_t> find_added_token(const std::string& model_dir,

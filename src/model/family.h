@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "io/checkpoint.h"
+#include "model/config_reader.h"
 #include "model/transformer.h"
 
 namespace dllm {
@@ -105,6 +106,10 @@ std::vector<float>* layer_vector(LayerWeights& layer, TensorRole role);
 
 // Parameters of a model of this family and config, counted from the table.
 int64_t count_params(const Family& family, const TransformerConfig& config);
+
+// config.json's rope_theta (default 10000) and rms_norm_eps (default `default_eps`) into `config`, checked as
+// doubles so that a value outside float's range names the field instead of reaching the narrowing conversion.
+void read_rope_theta_and_rms_eps(const ConfigReader& r, double default_eps, TransformerConfig& config);
 
 // Special-token ids not in config.json, looked up by content in the directory's tokenizer.json added_tokens.
 std::optional<int64_t> find_added_token(const std::string& model_dir,

@@ -53,15 +53,7 @@ TransformerConfig parse_config(const Checkpoint& ckpt) {
   m.vocab_size = r.positive_int("vocab_size");
   m.max_seq_len = r.optional_int("max_position_embeddings").value_or(32768);
   if (m.max_seq_len <= 0) r.fail_field("max_position_embeddings", "must be > 0");
-  // Checked as doubles: a value outside float's range must not reach the (undefined) narrowing conversion.
-  const double rope_theta = r.optional_number("rope_theta").value_or(10000.0);
-  const double rms_eps = r.optional_number("rms_norm_eps").value_or(1e-6);
-  if (!(rope_theta > 0) || !(rope_theta <= std::numeric_limits<float>::max()))
-    r.fail_field("rope_theta", "must be > 0 and finite in float32, got " + std::to_string(rope_theta));
-  if (!(rms_eps > 0) || !(rms_eps <= 1))
-    r.fail_field("rms_norm_eps", "must be in (0, 1], got " + std::to_string(rms_eps));
-  c.rope_theta = static_cast<float>(rope_theta);
-  c.rms_eps = static_cast<float>(rms_eps);
+  read_rope_theta_and_rms_eps(r, 1e-6, c);
 
   // DreamGenerationConfig.from_model_config takes the special ids from config.json.
   const auto mask = r.optional_int("mask_token_id");
