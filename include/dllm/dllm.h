@@ -46,6 +46,10 @@ struct ModelInfo {
   int64_t n_params = 0;
   int32_t mask_id = -1, eos_id = -1, eot_id = -1, bos_id = -1, pad_id = -1;
   bool shift_logits = false;  // Dream: position i is predicted by the output at i-1
+  // > 0: a block-diffusion family (LLaDA2.x, SDAR): generation runs block by block with block-causal attention
+  // (ForwardInput::attention_block), and this is the default block length (SDAR: config.json block_size).
+  int64_t block_size = 0;
+  int64_t n_experts = 0, n_experts_used = 0;  // mixture-of-experts families (LLaDA2); 0 = dense
   Precision precision = Precision::kF32;  // as loaded: kF32 or kBF16, never kAuto
   std::string precision_reason;           // why: "the checkpoint's weights are F32", "forced by --dtype", ...
 };
@@ -58,6 +62,9 @@ enum class CacheOp {
   kStore,  // tokens are whole rows: run as usual and store every position's K/V (and validity) in the cache
   kReuse,  // tokens are positions [cache_offset, cache_offset + seq_len) of the cached rows: their K/V is computed,
            // written over the cache, and their queries attend to every cached position (the rest come from cache)
+  kExtend,  // the exact block cache: tokens continue the cached rows (positions cache->seq_len + i); their queries
+            // attend to every cached position and to this call's tokens (under attention_block); then the K/V of
+            // the first `cache_append` tokens is appended to the cache. An empty cache is a prefill.
 };
 
 // Per-call inputs of a forward pass: `batch` rows of equal length, row-major tokens.
@@ -77,6 +84,10 @@ struct ForwardInput {
   KvCache* cache = nullptr;
   CacheOp cache_op = CacheOp::kNone;
   int64_t cache_offset = 0;  // kReuse: position of the first token in the cached rows
+  int64_t cache_append = 0;  // kExtend: leading tokens whose K/V joins the cache (0 = attend only)
+  // > 0: block-causal attention (LLaDA2, SDAR): the token at sequence index i (cached positions first) sees index j
+  // iff j / attention_block <= i / attention_block. 0: bidirectional.
+  int64_t attention_block = 0;
 };
 
 class Model {

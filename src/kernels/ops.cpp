@@ -70,9 +70,10 @@ void RopeTable::ensure(int64_t max_positions) {
   positions_ = max_positions;
 }
 
-void rope_neox(float* x, int64_t rows, int64_t n_heads, const int64_t* positions, const RopeTable& table) {
+void rope_neox(float* x, int64_t rows, int64_t n_heads, const int64_t* positions, const RopeTable& table,
+               int64_t head_stride) {
   ScopedKernelTimer timer(KernelKind::kRope);
-  const int64_t hd = table.head_dim(), half = hd / 2;
+  const int64_t half = table.head_dim() / 2, hd = head_stride > 0 ? head_stride : table.head_dim();
 #pragma omp parallel for schedule(static) if (rows * n_heads * hd > 32768)
   for (int64_t r = 0; r < rows; ++r) {
     const float* c = table.cos(positions[r]);
@@ -92,7 +93,8 @@ void rope_neox(float* x, int64_t rows, int64_t n_heads, const int64_t* positions
 // threaded inside our parallel loop), the masked softmax in between. One dot product per (query, key) measured
 // ~30 GFLOP/s; the sgemms reuse each key and value row across the whole query block.
 void attention(const float* q, const float* k, const float* v, int64_t batch, int64_t q_len, int64_t kv_len,
-               int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, const uint8_t* key_valid, float* out) {
+               int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, const uint8_t* key_valid, float* out,
+               int64_t block, int64_t q_offset) {
   ScopedKernelTimer timer(KernelKind::kAttention);
   const int64_t q_dim = n_heads * head_dim, kv_dim = n_kv_heads * head_dim;
   const int64_t rep = n_heads / n_kv_heads;
@@ -114,22 +116,26 @@ void attention(const float* q, const float* k, const float* v, int64_t batch, in
           const float* vh = v + b * kv_len * kv_dim + kvh * head_dim;
           float* oh = out + (b * q_len + i0) * q_dim + h * head_dim;
           const uint8_t* valid = key_valid ? key_valid + b * kv_len : nullptr;
-          const auto n = static_cast<blasint>(kv_len), hd = static_cast<blasint>(head_dim);
+          // Under the block rule the last query of the block sees the most keys; later keys are not computed.
+          const int64_t seen = visible_keys(q_offset + i0 + rows - 1, block, kv_len);
+          const auto n = static_cast<blasint>(seen), hd = static_cast<blasint>(head_dim);
           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(rows), n, hd, scale, qh,
                       static_cast<blasint>(q_dim), kh, static_cast<blasint>(kv_dim), 0.0f, scores.data(), n);
           for (int64_t i = 0; i < rows; ++i) {
-            float* s = scores.data() + i * kv_len;
+            float* s = scores.data() + i * seen;
+            const int64_t visible = visible_keys(q_offset + i0 + i, block, seen);
             float max = neg_inf;
-            for (int64_t j = 0; j < kv_len; ++j) {
+            for (int64_t j = 0; j < visible; ++j) {
               if (valid && !valid[j]) s[j] = neg_inf;
               max = std::max(max, s[j]);
             }
             if (max == neg_inf) {  // no valid key: zeros, as torch >= 2.5's safe softmax
-              std::fill(s, s + kv_len, 0.0f);
+              std::fill(s, s + seen, 0.0f);
               continue;
             }
-            const float inv_sum = 1.0f / exp_shifted_sum(s, kv_len, max);
-            for (int64_t j = 0; j < kv_len; ++j) s[j] *= inv_sum;
+            const float inv_sum = 1.0f / exp_shifted_sum(s, visible, max);
+            for (int64_t j = 0; j < visible; ++j) s[j] *= inv_sum;
+            std::fill(s + visible, s + seen, 0.0f);
           }
           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(rows), hd, n, 1.0f,
                       scores.data(), n, vh, static_cast<blasint>(kv_dim), 0.0f, oh, static_cast<blasint>(q_dim));

@@ -27,14 +27,27 @@ class RopeTable {
   std::vector<float> cos_, sin_;  // [positions, head_dim/2]
 };
 
-// In place on x[rows, n_heads * head_dim]: x·cos + rotate_half(x)·sin, row r at position positions[r].
-void rope_neox(float* x, int64_t rows, int64_t n_heads, const int64_t* positions, const RopeTable& table);
+// In place on x[rows, n_heads * head_stride]: x·cos + rotate_half(x)·sin, row r at position positions[r]. Only
+// the first table.head_dim() values of each head rotate (partial RoPE, LLaDA2: rotary_dim < head_dim); the rest
+// pass unchanged. head_stride 0 = table.head_dim().
+void rope_neox(float* x, int64_t rows, int64_t n_heads, const int64_t* positions, const RopeTable& table,
+               int64_t head_stride = 0);
 
-// Bidirectional (non-causal) scaled-dot-product attention with GQA.
+// Scaled-dot-product attention with GQA, bidirectional unless `block` > 0.
 // q: [batch, q_len, n_heads*hd]; k, v: [batch, kv_len, n_kv_heads*hd]; out: [batch, q_len, n_heads*hd].
 // key_valid (optional, [batch, kv_len]): 0 excludes that key; a query with no valid key gets zeros.
+// block > 0: block-causal attention (LLaDA2, SDAR) as a rule, not a matrix: query i, which is key index
+// q_offset + i of the same sequence, sees key j iff j / block <= (q_offset + i) / block.
 void attention(const float* q, const float* k, const float* v, int64_t batch, int64_t q_len, int64_t kv_len,
-               int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, const uint8_t* key_valid, float* out);
+               int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, const uint8_t* key_valid, float* out,
+               int64_t block = 0, int64_t q_offset = 0);
+
+// Keys visible to query index `query` (in key order) under a block size; kv_len when block <= 0.
+inline int64_t visible_keys(int64_t query, int64_t block, int64_t kv_len) {
+  if (block <= 0) return kv_len;
+  const int64_t end = (query / block + 1) * block;
+  return end < kv_len ? end : kv_len;
+}
 
 // out = silu(gate) * up, elementwise. out may alias gate.
 void silu_mul(const float* gate, const float* up, int64_t n, float* out);

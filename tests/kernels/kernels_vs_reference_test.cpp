@@ -196,9 +196,28 @@ TEST(Kernels, RopeMatchesReference) {
   EXPECT_LT(relative_error(got, want), 1e-4f);
 }
 
+// Partial RoPE (LLaDA2: rotary_dim = head_dim / 2): the first 16 of 32 values rotate with frequencies over 16,
+// the other 16 pass unchanged.
+TEST(Kernels, PartialRopeMatchesReference) {
+  const int64_t rows = 20, heads = 3, hd = 32, rot = 16;
+  auto x = random_values(rows * heads * hd, 1.0f, 21);
+  std::vector<int64_t> pos(rows);
+  for (int64_t i = 0; i < rows; ++i) pos[i] = (i * 53) % 200;
+  auto want = x, got = x;
+  ref::rope_neox(want.data(), rows, heads, hd, pos.data(), 600000.0, rot);
+  RopeTable table(rot, 600000.0f, 200);
+  rope_neox(got.data(), rows, heads, pos.data(), table, hd);
+  EXPECT_LT(relative_error(got, want), 1e-4f);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t t = rot; t < hd; ++t) ASSERT_EQ(got[(r * heads + h) * hd + t], x[(r * heads + h) * hd + t]);
+  EXPECT_NE(got[1], x[1]);  // the rotated part did move (position 53 of row 1 is not 0)
+}
+
 struct AttentionCase {
   int64_t batch, q_len, kv_len, heads, kv_heads, hd;
   bool masked;
+  int64_t block = 0, q_offset = 0;  // block-causal rule
 };
 
 class AttentionTest : public ::testing::TestWithParam<AttentionCase> {};
@@ -217,9 +236,9 @@ TEST_P(AttentionTest, MatchesReference) {
   std::vector<float> want(q.size()), got(q.size());
   const uint8_t* mask = c.masked ? valid.data() : nullptr;
   ref::attention(q.data(), k.data(), v.data(), c.batch, c.q_len, c.kv_len, c.heads, c.kv_heads, c.hd, mask,
-                 want.data());
+                 want.data(), c.block, c.q_offset);
   attention(q.data(), k.data(), v.data(), c.batch, c.q_len, c.kv_len, c.heads, c.kv_heads, c.hd, mask,
-            got.data());
+            got.data(), c.block, c.q_offset);
   EXPECT_LT(relative_error(got, want), 2e-6f);
 }
 
@@ -227,7 +246,25 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionTest,
                          ::testing::Values(AttentionCase{1, 12, 12, 4, 4, 32, false},
                                            AttentionCase{2, 9, 20, 4, 2, 32, false},   // GQA, q_len != kv_len
                                            AttentionCase{2, 16, 16, 8, 1, 64, true},   // MQA + key mask
-                                           AttentionCase{1, 5, 7, 2, 2, 12, false}));  // head_dim not /8
+                                           AttentionCase{1, 5, 7, 2, 2, 12, false},    // head_dim not /8
+                                           // block-causal: whole sequence, block 4, partial last block
+                                           AttentionCase{2, 18, 18, 4, 2, 32, false, 4, 0},
+                                           // a block of 8 queries after 16 cached keys (the block cache)
+                                           AttentionCase{1, 8, 24, 4, 2, 32, false, 8, 16},
+                                           // more queries than a query block (256), block 32, with a key mask
+                                           AttentionCase{1, 300, 300, 2, 1, 16, true, 32, 0}));
+
+// The rule itself, against the materialised matrix generate() builds (tril(ones(nb, nb)) repeated B times).
+TEST(Kernels, BlockCausalRuleIsTheReferenceMatrix) {
+  const int64_t block = 8, len = 40;
+  for (int64_t i = 0; i < len; ++i)
+    for (int64_t j = 0; j < len; ++j) {
+      const bool attend = (j / block) <= (i / block);  // tril over block indices
+      EXPECT_EQ(j < visible_keys(i, block, len), attend) << i << "," << j;
+    }
+  EXPECT_EQ(visible_keys(5, 0, 17), 17);
+  EXPECT_EQ(visible_keys(37, 8, 38), 38);
+}
 
 TEST(Kernels, SiluMulMatchesReference) {
   auto g = random_values(10001, 4.0f, 16), u = random_values(10001, 1.0f, 17);

@@ -24,13 +24,14 @@ void rms_norm(const float* x, const float* w, int64_t rows, int64_t dim, float e
   }
 }
 
-void rope_neox(float* x, int64_t rows, int64_t n_heads, int64_t head_dim, const int64_t* positions, double theta) {
-  const int64_t half = head_dim / 2;
+void rope_neox(float* x, int64_t rows, int64_t n_heads, int64_t head_dim, const int64_t* positions, double theta,
+               int64_t rotary_dim) {
+  const int64_t rot = rotary_dim > 0 ? rotary_dim : head_dim, half = rot / 2;
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t h = 0; h < n_heads; ++h) {
       float* v = x + (r * n_heads + h) * head_dim;
       for (int64_t j = 0; j < half; ++j) {
-        const double angle = positions[r] / std::pow(theta, 2.0 * j / head_dim);
+        const double angle = positions[r] / std::pow(theta, 2.0 * j / rot);
         const double a = v[j], b = v[j + half];
         v[j] = static_cast<float>(a * std::cos(angle) - b * std::sin(angle));
         v[j + half] = static_cast<float>(b * std::cos(angle) + a * std::sin(angle));
@@ -39,7 +40,8 @@ void rope_neox(float* x, int64_t rows, int64_t n_heads, int64_t head_dim, const 
 }
 
 void attention(const float* q, const float* k, const float* v, int64_t batch, int64_t q_len, int64_t kv_len,
-               int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, const uint8_t* key_valid, float* out) {
+               int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, const uint8_t* key_valid, float* out,
+               int64_t block, int64_t q_offset) {
   const int64_t q_dim = n_heads * head_dim, kv_dim = n_kv_heads * head_dim, rep = n_heads / n_kv_heads;
   std::vector<double> s(static_cast<size_t>(kv_len));
   for (int64_t b = 0; b < batch; ++b)
@@ -48,7 +50,8 @@ void attention(const float* q, const float* k, const float* v, int64_t batch, in
         const float* qi = q + (b * q_len + i) * q_dim + h * head_dim;
         double max = -std::numeric_limits<double>::infinity();
         for (int64_t j = 0; j < kv_len; ++j) {
-          if (key_valid && !key_valid[b * kv_len + j]) {
+          const bool hidden = block > 0 && j / block > (q_offset + i) / block;
+          if (hidden || (key_valid && !key_valid[b * kv_len + j])) {
             s[j] = -std::numeric_limits<double>::infinity();
             continue;
           }
