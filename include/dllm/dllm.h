@@ -157,6 +157,10 @@ struct GenerateParams {
 
   CacheMode cache = CacheMode::kNone;
   int64_t cache_refresh = 0;  // > 0: also recompute the whole sequence every this many steps inside a block
+
+  // The official generate() functions take the [MASK] and EOS ids as arguments (LLaDA2: mask_id, eos_id); -1 =
+  // the model's (ModelInfo). A model whose files do not name its mask id (ModelInfo::mask_id == -1) needs one here.
+  int32_t mask_id = -1, eos_id = -1;
 };
 
 // What a step callback sees after each denoising step.
