@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -136,6 +137,22 @@ TEST(ChatTemplate, SyntaxErrorsHaveLineNumbers) {
   expect_error("{% endfor %}", "unexpected '{% endfor %}'");
   expect_error("{{ foo.bar }}", "'foo' is undefined");
   expect_error("{{ raise_exception('custom failure') }}", "custom failure");
+}
+
+// JSON integers up to INT64_MAX print exactly, as Python's; a larger one (nlohmann's unsigned) is an error, not a
+// wrapped negative number.
+TEST(ChatTemplate, LargeIntegers) {
+  ChatTemplate t = ChatTemplate::from_string("{{ n }} {{ {'n': n} | tojson }}");
+  EXPECT_EQ(t.render(nlohmann::json::array(), false, {{"n", INT64_MAX}}),
+            "9223372036854775807 {\"n\": 9223372036854775807}");
+  EXPECT_EQ(t.render(nlohmann::json::array(), false, {{"n", INT64_MIN}}),
+            "-9223372036854775808 {\"n\": -9223372036854775808}");
+  try {
+    t.render(nlohmann::json::array(), false, nlohmann::json::parse(R"({"n": 12345678901234567890})"));
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("integer 12345678901234567890 is beyond"), std::string::npos) << e.what();
+  }
 }
 
 TEST(ChatTemplate, WhitespaceControl) {
