@@ -1,7 +1,7 @@
 // Chat templates rendered by the Jinja subset must equal Python Jinja2's output. expected.jsonl is made by
-// tests/data/tokenizers/chat/gen_expected.py (Python Jinja2 3.1 with transformers' apply_chat_template settings:
-// sandboxed environment, trim_blocks, lstrip_blocks, loopcontrols, tojson, raise_exception); rerun it after editing
-// cases.json. Python is not needed to run the tests.
+// tests/data/tokenizers/chat/gen_expected.py (Python Jinja2 3.1 with transformers' apply_chat_template
+// settings: sandboxed environment, trim_blocks, lstrip_blocks, loopcontrols, tojson, raise_exception); rerun
+// it after editing cases.json. Python is not needed to run the tests.
 #include "tokenizer/chat_template.h"
 
 #include <gtest/gtest.h>
@@ -139,8 +139,8 @@ TEST(ChatTemplate, SyntaxErrorsHaveLineNumbers) {
   expect_error("{{ raise_exception('custom failure') }}", "custom failure");
 }
 
-// JSON integers up to INT64_MAX print exactly, as Python's; a larger one (nlohmann's unsigned) is an error, not a
-// wrapped negative number.
+// JSON integers up to INT64_MAX print exactly, as Python's; a larger one (nlohmann's unsigned) is an error,
+// not a wrapped negative number.
 TEST(ChatTemplate, LargeIntegers) {
   ChatTemplate t = ChatTemplate::from_string("{{ n }} {{ {'n': n} | tojson }}");
   EXPECT_EQ(t.render(nlohmann::json::array(), false, {{"n", INT64_MAX}}),
@@ -151,7 +151,8 @@ TEST(ChatTemplate, LargeIntegers) {
     t.render(nlohmann::json::array(), false, nlohmann::json::parse(R"({"n": 12345678901234567890})"));
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("integer 12345678901234567890 is beyond"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("integer 12345678901234567890 is beyond"), std::string::npos)
+        << e.what();
   }
 }
 
