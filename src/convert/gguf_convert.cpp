@@ -7,6 +7,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/ggml_types.h"
 #include "io/checkpoint.h"
 #include "io/gguf_tokenizer_json.h"
 #include "io/gguf_writer.h"
@@ -60,8 +61,9 @@ GgmlType weight_type(GgmlType want, int64_t cols) {
 }
 
 struct Entry {
-  std::string name;           // GGUF name
-  const TensorView* source;   // HF tensor
+  std::string name;  // GGUF name
+  // The HF tensor, or one per expert (kExpert*), stacked in this order: ggml dims [cols, rows, experts].
+  std::vector<const TensorView*> sources;
   std::vector<int64_t> dims;  // ggml order
   GgmlType type;
   int64_t permute_heads = 0;  // GgufTransform::kRopePairRows: rows into llama.cpp's adjacent-pair order
@@ -160,7 +162,8 @@ void write_tokenizer(GgufWriter& w, const std::string& dir, const HfModel& hf) {
   };
   id("bos_token_id", info.bos_id);
   id("eos_token_id", info.eos_id);
-  id("eot_token_id", eot);
+  // The end of turn: the vocabulary's, else the one the config parser found (SDAR: generation_config's list).
+  id("eot_token_id", eot >= 0 ? eot : info.eot_id);
   id("padding_token_id", info.pad_id);
   id("mask_token_id", info.mask_id);
   w.set_bool("tokenizer.ggml.add_bos_token", add_bos);
@@ -172,6 +175,25 @@ void write_tokenizer(GgufWriter& w, const std::string& dir, const HfModel& hf) {
     if (cfg.contains("chat_template") && cfg["chat_template"].is_string()) tmpl = cfg["chat_template"];
   }
   w.set_string("tokenizer.chat_template", tmpl);
+}
+
+// Mixture-of-experts keys as llama.cpp's convert_hf_to_gguf.py writes them for bailingmoe2 (TextModel's
+// expert keys, then BailingMoeV2Model's). The expert bias is not a key: its tensor (exp_probs_b) is present
+// or not.
+void write_moe_keys(GgufWriter& w, const std::string& a, const TransformerConfig& c) {
+  const TransformerConfig::Moe& moe = c.moe;
+  w.set_uint32(a + "expert_count", static_cast<uint32_t>(moe.experts));
+  w.set_uint32(a + "expert_used_count", static_cast<uint32_t>(moe.used));
+  w.set_uint32(a + "expert_group_count", static_cast<uint32_t>(moe.groups));
+  w.set_uint32(a + "expert_group_used_count", static_cast<uint32_t>(moe.groups_used));
+  // llama_expert_gating_func_type: 1 softmax, 2 sigmoid.
+  w.set_uint32(a + "expert_gating_func", moe.gating == TransformerConfig::Moe::Gating::kSigmoid ? 2u : 1u);
+  w.set_uint32(a + "leading_dense_block_count", static_cast<uint32_t>(moe.first_dense_layers));
+  w.set_uint32(a + "expert_feed_forward_length", static_cast<uint32_t>(moe.expert_ffn));
+  w.set_uint32(a + "expert_shared_feed_forward_length", static_cast<uint32_t>(moe.shared * moe.expert_ffn));
+  w.set_float32(a + "expert_weights_scale", moe.routed_scale);
+  w.set_uint32(a + "expert_shared_count", static_cast<uint32_t>(moe.shared));
+  w.set_bool(a + "expert_weights_norm", moe.normalize);
 }
 
 }  // namespace
@@ -206,15 +228,28 @@ ConvertResult convert_hf_to_gguf(const std::string& hf_dir, const std::string& o
   std::vector<Entry> entries;
   auto add = [&](const TensorSpec& spec, int64_t layer) {
     const std::vector<int64_t> shape = tensor_shape(spec.role, c);
-    const TensorView* source = &ck.take(tensor_name(spec.hf, layer), shape);
     const std::string name = tensor_name(spec.gguf, layer);
-    if (!is_matrix(spec.role)) {
-      entries.push_back({name, source, {shape[0]}, GgmlType::kF32});
+    if (is_expert(spec.role)) {
+      // One HF tensor per expert, one stacked GGUF tensor per layer (llama.cpp's ffn_*_exps).
+      std::vector<const TensorView*> sources;
+      for (int64_t e = 0; e < c.moe.experts; ++e)
+        sources.push_back(&ck.take(tensor_name(spec.hf, layer, e), shape));
+      const GgmlType t = weight_type(type, shape[1]);
+      if (t != type) ++result.fallback_tensors;
+      entries.push_back({name, std::move(sources), {shape[1], shape[0], c.moe.experts}, t});
+      return;
+    }
+    const TensorView* source = &ck.take(tensor_name(spec.hf, layer), shape);
+    // 1-D tensors and the router stay F32, as llama.cpp keeps them (the router picks experts: discrete
+    // choices).
+    if (!is_matrix(spec.role) || spec.role == TensorRole::kRouter) {
+      std::vector<int64_t> dims(shape.rbegin(), shape.rend());
+      entries.push_back({name, {source}, dims, GgmlType::kF32});
       return;
     }
     const GgmlType t = weight_type(type, shape[1]);
     if (t != type) ++result.fallback_tensors;
-    entries.push_back({name, source, {shape[1], shape[0]}, t, rope_pair_heads(spec, c)});
+    entries.push_back({name, {source}, {shape[1], shape[0]}, t, rope_pair_heads(spec, c)});
   };
   // The family's table in order: whole-model tensors, then each layer's (llama.cpp's file order).
   for (const TensorSpec& spec : hf.family->tensors) {
@@ -226,7 +261,7 @@ ConvertResult convert_hf_to_gguf(const std::string& hf_dir, const std::string& o
   }
   for (int64_t i = 0; i < m.n_layers; ++i)
     for (const TensorSpec& spec : hf.family->tensors)
-      if (is_per_layer(spec.role) && tensor_present(spec, c)) add(spec, i);
+      if (is_per_layer(spec.role) && tensor_present(spec, c, i)) add(spec, i);
   ck.check_all_used();
 
   GgufWriter w;
@@ -245,13 +280,19 @@ ConvertResult convert_hf_to_gguf(const std::string& hf_dir, const std::string& o
   w.set_float32(a + "rope.freq_base", c.rope_theta);
   w.set_float32(a + "attention.layer_norm_rms_epsilon", c.rms_eps);
   w.set_uint32(a + "vocab_size", static_cast<uint32_t>(m.vocab_size));
-  w.set_uint32(a + "rope.dimension_count", static_cast<uint32_t>(m.head_dim));
+  // The rotated dimensions: partial RoPE (LLaDA2) writes fewer than head_dim, as llama.cpp's bailingmoe2
+  // does.
+  w.set_uint32(a + "rope.dimension_count",
+               static_cast<uint32_t>(c.rotary_dim > 0 ? c.rotary_dim : m.head_dim));
   if (m.head_dim * m.n_heads != m.d_model) {  // an explicit head_dim (Qwen-style configs)
     w.set_uint32(a + "attention.key_length", static_cast<uint32_t>(m.head_dim));
     w.set_uint32(a + "attention.value_length", static_cast<uint32_t>(m.head_dim));
   }
   w.set_bool(a + "attention.causal", false);
+  if (c.moe.experts > 0) write_moe_keys(w, a, c);
   w.set_bool("diffusion.shift_logits", m.shift_logits);
+  // No llama.cpp key holds a block-diffusion family's block length; named beside its diffusion.shift_logits.
+  if (m.block_size > 0) w.set_uint32("diffusion.block_length", static_cast<uint32_t>(m.block_size));
   write_tokenizer(w, hf_dir, hf);
 
   for (const auto& e : entries) w.add_tensor(e.name, e.dims, e.type);
@@ -265,18 +306,22 @@ ConvertResult convert_hf_to_gguf(const std::string& hf_dir, const std::string& o
     p.tensor = i;
     p.name = e.name;
     if (progress) progress(p);
-    const int64_t n = e.source->numel();
-    f32.resize(static_cast<size_t>(n));
-    convert_to_f32(e.source->dtype, e.source->data, f32.data(), f32.size());
-    if (e.permute_heads > 0) {
-      const int64_t rows = e.dims[1], cols = e.dims[0];
-      const auto permuted =
-          permute_rope_rows(reinterpret_cast<const uint8_t*>(f32.data()), cols * sizeof(float), rows,
-                            e.permute_heads, /*to_gguf=*/true, e.name);
-      std::memcpy(f32.data(), permuted.data(), permuted.size());
-    }
     out.resize(w.tensor_bytes(i));
-    quant::quantize(e.type, f32.data(), out.data(), n);
+    // Source by source (one expert at a time): each is whole rows, so its blocks start at a row boundary.
+    size_t at = 0;
+    for (const TensorView* source : e.sources) {
+      const int64_t n = source->numel(), cols = e.dims[0], rows = n / cols;
+      f32.resize(static_cast<size_t>(n));
+      convert_to_f32(source->dtype, source->data, f32.data(), f32.size());
+      if (e.permute_heads > 0) {
+        const auto permuted =
+            permute_rope_rows(reinterpret_cast<const uint8_t*>(f32.data()), cols * sizeof(float), rows,
+                              e.permute_heads, /*to_gguf=*/true, e.name);
+        std::memcpy(f32.data(), permuted.data(), permuted.size());
+      }
+      quant::quantize(e.type, f32.data(), out.data() + at, n);
+      at += ggml_row_bytes(e.type, cols) * static_cast<size_t>(rows);
+    }
     p.bytes += out.size();
   });
   p.tensor = entries.size();

@@ -87,6 +87,10 @@ struct Family {
   std::string tokenizer_pre =
       "default";         // tokenizer.ggml.pre for a pre-tokenizer regex llama.cpp has no name for
   bool add_bos = false;  // tokenizer.ggml.add_bos_token without a tokenizer.json to say
+  int64_t gguf_block_size = 0;  // diffusion.block_length when absent (the block-diffusion families' default)
+  // A file without tokenizer.ggml.mask_token_id whose default_mask_id is outside the vocabulary loads with
+  // mask_id -1, as the config parser does (LLaDA2: GenerateParams::mask_id then names it); else an error.
+  bool mask_id_may_be_absent = false;
 };
 
 // Registry (registry.cpp).

@@ -2,11 +2,14 @@
 // TransformerWeights as the Hugging Face loader builds, from llama.cpp's metadata keys and the GGUF names of
 // the family's tensor table (model/family.h; docs/gguf.md lists the mapping). An output tensor that is absent
 // means the head is tied to token_embd. Tensors the table stores transformed (LLaDA's q/k rows in llama.cpp's
-// adjacent-pair RoPE order) are put back in HF order here.
-// Weight matrices (LoadOptions::weights): kAuto keeps quantized tensors in 8 bits (quant::LinearQ8: Q8_0
-// blocks as stored, Q4_0 / Q4_K / Q6_K dequantised and requantised to Q8_0) and plain ones as Linear;
-// kDequantize dequantises everything once, here, into the Linear's packed weights; kQ8 puts every matrix in 8
-// bits. An 8-bit token_embd stays 8-bit as the embedding table too (one copy when the head is tied to it).
+// adjacent-pair RoPE order) are put back in HF order here. LLaDA2's fused attn_qkv is split into q / k / v
+// and its stacked experts (ffn_*_exps, [experts, rows, in]) into one matrix per expert, each a row range of
+// the tensor; the mixture-of-experts keys are llama.cpp's (bailingmoe2), the block length is
+// diffusion.block_length. Weight matrices (LoadOptions::weights): kAuto keeps quantized tensors in 8 bits
+// (quant::LinearQ8: Q8_0 blocks as stored, Q4_0 / Q4_K / Q6_K dequantised and requantised to Q8_0) and plain
+// ones as Linear; kDequantize dequantises everything once, here, into the Linear's packed weights; kQ8 puts
+// every matrix in 8 bits. An 8-bit token_embd stays 8-bit as the embedding table too (one copy when the head
+// is tied to it).
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -92,12 +95,28 @@ class TensorTaker {
 
   MatMul linear(const std::string& name, int64_t out, int64_t in, ComputeType ct, int64_t rope_heads = 0) {
     const GgufTensor& t = take(name, {out, in});
+    if (rope_heads == 0) return rows(t, 0, out, in, ct);
     if (want_q8(t, in)) return q8(t, out, in, rope_heads);
-    if (rope_heads == 0)
-      if (auto dt = plain_dtype(t.type); dt && reinterpret_cast<uintptr_t>(t.data) % dtype_size(*dt) == 0)
-        return Linear(t.data, *dt, out, in, ct);
     const std::vector<float> w = f32(t, rope_heads);
     return Linear(w.data(), DType::kF32, out, in, ct);
+  }
+
+  // Rows [first, first + count) of a tensor seen as rows of `in` values: q, k or v of a fused attn_qkv, one
+  // expert of a stacked ffn_*_exps ([experts, rows, in]). A row is whole blocks, so the slice starts at a
+  // pointer offset and 8-bit Q8_0 slices stay as stored. allow_q8 = false keeps the matrix plain (the
+  // router).
+  MatMul rows(const GgufTensor& t, int64_t first, int64_t count, int64_t in, ComputeType ct,
+              bool allow_q8 = true) const {
+    const uint8_t* data = t.data + static_cast<size_t>(first) * ggml_row_bytes(t.type, in);
+    const bool q8 = allow_q8 && want_q8(t, in);
+    if (q8 && t.type == GgmlType::kQ8_0) return quant::LinearQ8::from_q8_0(data, count, in);
+    const auto dt = plain_dtype(t.type);
+    if (!q8 && dt && reinterpret_cast<uintptr_t>(data) % dtype_size(*dt) == 0)
+      return Linear(data, *dt, count, in, ct);
+    std::vector<float> w(static_cast<size_t>(count * in));
+    quant::dequantize(t.type, data, w.data(), count * in);
+    if (q8) return quant::LinearQ8::from_f32(w.data(), count, in);
+    return Linear(w.data(), DType::kF32, count, in, ct);
   }
 
   void check_all_used() const {
@@ -125,6 +144,102 @@ int64_t positive(const GgufFile& f, const std::string& key) {
   if (v == 0 || v > static_cast<uint64_t>(std::numeric_limits<int32_t>::max()))
     f.fail_key(key, "= " + std::to_string(v) + " must be in [1, 2^31)");
   return static_cast<int64_t>(v);
+}
+
+// An optional count: `fallback` when absent, else in [0, 2^31).
+int64_t count_or(const GgufFile& f, const std::string& key, int64_t fallback) {
+  const auto v = f.find_uint(key);
+  if (!v) return fallback;
+  if (*v > static_cast<uint64_t>(std::numeric_limits<int32_t>::max()))
+    f.fail_key(key, "= " + std::to_string(*v) + " must be in [0, 2^31)");
+  return static_cast<int64_t>(*v);
+}
+
+bool has_role(const Family& fam, TensorRole role) {
+  for (const TensorSpec& spec : fam.tensors)
+    if (spec.role == role) return true;
+  return false;
+}
+
+// The mixture-of-experts keys (llama.cpp's, as its converter writes them for bailingmoe2) into config.moe,
+// checked as the family's config parser checks config.json; the expert bias is there when its tensor is. Runs
+// before any layer is built, so that the expert count is checked against the router tensor before it sizes
+// anything.
+void read_moe(const GgufFile& f, const std::string& a, const Family& fam, TransformerConfig& c) {
+  TransformerConfig::Moe& moe = c.moe;
+  const std::string experts_key = a + "expert_count";
+  const uint64_t experts = f.find_uint(experts_key).value_or(0);
+  if (!has_role(fam, TensorRole::kRouter)) {
+    if (experts > 0)
+      f.fail_key(experts_key, "= " + std::to_string(experts) + " is not supported (the " + fam.name +
+                                  " architecture has no mixture-of-experts layers)");
+    return;
+  }
+  const std::string router = find_spec(fam, TensorRole::kRouter).gguf;
+  if (experts == 0) {
+    for (int64_t i = 0; i < c.info.n_layers; ++i)
+      if (f.find_tensor(tensor_name(router, i)))
+        f.fail_key(experts_key, "is missing or 0, but tensor '" + tensor_name(router, i) +
+                                    "' is a mixture-of-experts router");
+    return;
+  }
+  moe.experts = positive(f, experts_key);
+  moe.used = positive(f, a + "expert_used_count");
+  moe.expert_ffn = positive(f, a + "expert_feed_forward_length");
+  moe.shared = count_or(f, a + "expert_shared_count", 0);
+  moe.first_dense_layers = count_or(f, a + "leading_dense_block_count", 0);
+  moe.groups = f.has(a + "expert_group_count") ? positive(f, a + "expert_group_count") : 1;
+  moe.groups_used =
+      f.has(a + "expert_group_used_count") ? positive(f, a + "expert_group_used_count") : moe.groups;
+  switch (f.find_uint(a + "expert_gating_func").value_or(2)) {  // llama_expert_gating_func_type
+    case 1:
+      moe.gating = TransformerConfig::Moe::Gating::kSoftmax;
+      break;
+    case 2:
+      moe.gating = TransformerConfig::Moe::Gating::kSigmoid;
+      break;
+    default:
+      f.fail_key(a + "expert_gating_func", "= " + std::to_string(f.get_uint(a + "expert_gating_func")) +
+                                               " is not supported (1 = softmax, 2 = sigmoid)");
+  }
+  moe.normalize = f.find_bool(a + "expert_weights_norm").value_or(true);
+  const double scale = f.find_float(a + "expert_weights_scale").value_or(1.0);
+  if (!(scale > 0) || !(scale <= std::numeric_limits<float>::max()))
+    f.fail_key(a + "expert_weights_scale", "must be > 0 and finite, got " + std::to_string(scale));
+  moe.routed_scale = static_cast<float>(scale);
+  const std::string E = std::to_string(moe.experts);
+  if (moe.used > moe.experts)
+    f.fail_key(a + "expert_used_count", "= " + std::to_string(moe.used) + " exceeds expert_count = " + E);
+  if (moe.experts % moe.groups != 0)
+    f.fail_key(a + "expert_group_count",
+               "= " + std::to_string(moe.groups) + " must divide expert_count = " + E);
+  if (moe.groups_used > moe.groups)
+    f.fail_key(a + "expert_group_used_count",
+               "= " + std::to_string(moe.groups_used) + " must be in [1, expert_group_count]");
+  if (moe.groups > 1 && moe.experts / moe.groups < 2)
+    f.fail_key(a + "expert_group_count",
+               "leaves fewer than 2 experts per group (a group is scored by its best two)");
+  if (moe.used > moe.groups_used * (moe.experts / moe.groups))
+    f.fail_key(a + "expert_used_count", "exceeds the experts of the expert_group_used_count chosen groups");
+  if (auto shared_ffn = f.find_uint(a + "expert_shared_feed_forward_length");
+      shared_ffn && *shared_ffn != static_cast<uint64_t>(moe.shared * moe.expert_ffn))
+    f.fail_key(a + "expert_shared_feed_forward_length",
+               "= " + std::to_string(*shared_ffn) +
+                   " is not expert_shared_count * expert_feed_forward_length = " +
+                   std::to_string(moe.shared * moe.expert_ffn) + " (not supported)");
+  // The first mixture-of-experts layer's router must have expert_count rows before anything is sized by it.
+  if (moe.first_dense_layers < c.info.n_layers) {
+    const std::string name = tensor_name(router, moe.first_dense_layers);
+    const GgufTensor* t = f.find_tensor(name);
+    if (!t) fail(f.path(), ": missing tensor '", name, "' (the router of a mixture-of-experts layer)");
+    if (t->dims.size() != 2 || t->dims[1] != moe.experts)
+      f.fail_key(experts_key, "= " + E + " but tensor '" + name + "' has ggml shape " + t->dims_string());
+    if (has_role(fam, TensorRole::kExpertBias))
+      moe.expert_bias = f.find_tensor(tensor_name(find_spec(fam, TensorRole::kExpertBias).gguf,
+                                                  moe.first_dense_layers)) != nullptr;
+  }
+  c.info.n_experts = moe.experts;
+  c.info.n_experts_used = moe.used;
 }
 
 // The embedding used in place from the mapping when it is a plain float type (the view keeps the file alive),
@@ -189,10 +304,22 @@ std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
   }
   if (m.head_dim % 2 != 0)
     f.fail_key(a + "attention.head_count", "gives an odd head dimension, which RoPE cannot rotate");
-  if (auto rot = f.find_uint(a + "rope.dimension_count"); rot && *rot != static_cast<uint64_t>(m.head_dim))
-    f.fail_key(a + "rope.dimension_count", "= " + std::to_string(*rot) + " is not the head dimension " +
-                                               std::to_string(m.head_dim) +
-                                               " (partial RoPE is not supported)");
+  if (auto rot = f.find_uint(a + "rope.dimension_count"); rot && *rot != static_cast<uint64_t>(m.head_dim)) {
+    // Partial RoPE (LLaDA2: the first rope.dimension_count values of each head); not with the adjacent-pair
+    // row order of LLaDA's q/k, which assumes whole heads.
+    bool pair_rows = false;
+    for (const TensorSpec& spec : fam->tensors)
+      pair_rows |= spec.gguf_transform == GgufTransform::kRopePairRows;
+    if (pair_rows)
+      f.fail_key(a + "rope.dimension_count", "= " + std::to_string(*rot) + " is not the head dimension " +
+                                                 std::to_string(m.head_dim) +
+                                                 " (partial RoPE is not supported)");
+    if (*rot == 0 || *rot > static_cast<uint64_t>(m.head_dim) || *rot % 2 != 0)
+      f.fail_key(a + "rope.dimension_count", "= " + std::to_string(*rot) +
+                                                 " must be even and in [2, the head dimension " +
+                                                 std::to_string(m.head_dim) + "]");
+    c.rotary_dim = static_cast<int64_t>(*rot);
+  }
   if (auto causal = f.find_bool(a + "attention.causal"); causal && *causal)
     f.fail_key(a + "attention.causal", "= true is not supported (diffusion models attend bidirectionally)");
   m.ffn_hidden = positive(f, a + "feed_forward_length");
@@ -206,6 +333,20 @@ std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
   c.rope_theta = static_cast<float>(theta);
   c.rms_eps = static_cast<float>(eps);
   for (const TensorSpec& spec : fam->tensors) c.qkv_bias |= spec.role == TensorRole::kQBias;
+  // Per-head q/k RMSNorm where the family has it and the file carries it (check_all_used catches a k without
+  // q).
+  if (has_role(*fam, TensorRole::kQNorm))
+    c.qk_norm = f.find_tensor(tensor_name(find_spec(*fam, TensorRole::kQNorm).gguf, 0)) != nullptr;
+  read_moe(f, a, *fam, c);
+  // Block diffusion: the block length (no llama.cpp key; named beside diffusion.shift_logits).
+  if (f.has("diffusion.block_length")) {
+    if (fam->gguf_block_size == 0)
+      f.fail_key("diffusion.block_length",
+                 "is not supported (" + arch + " is not a block-diffusion architecture)");
+    m.block_size = positive(f, "diffusion.block_length");
+  } else {
+    m.block_size = fam->gguf_block_size;
+  }
 
   const std::string emb_name = find_spec(*fam, TensorRole::kEmbedding).gguf;
   const std::string head_name = find_spec(*fam, TensorRole::kHead).gguf;
@@ -233,6 +374,8 @@ std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
   if (!f.has("tokenizer.ggml.mask_token_id") && !fam->default_mask_id)
     f.fail_key("tokenizer.ggml.mask_token_id", "is missing (a diffusion model needs its [MASK] id)");
   m.mask_id = id("mask_token_id", fam->default_mask_id.value_or(-1));
+  if (m.mask_id >= m.vocab_size && fam->mask_id_may_be_absent && !f.has("tokenizer.ggml.mask_token_id"))
+    m.mask_id = -1;
   if (m.mask_id >= m.vocab_size)
     f.fail_key("tokenizer.ggml.mask_token_id", "is missing and " + arch + "'s default " +
                                                    std::to_string(m.mask_id) + " is outside the vocabulary");
@@ -249,7 +392,7 @@ std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
   // The precision from the stored types of the weight matrices that stay plain (quantized ones stay 8-bit).
   std::vector<std::string> stored;
   for (const auto& t : f.tensors())
-    if (t.dims.size() == 2 && t.name != emb_name)
+    if (t.dims.size() >= 2 && t.name != emb_name)
       stored.emplace_back(ggml_type_info(static_cast<uint32_t>(t.type))->name);
   const ResolvedPrecision precision = resolve_precision(options.precision, stored);
   const ComputeType ct = precision.compute;
@@ -266,15 +409,31 @@ std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
   else
     set_embedding(w, file, emb_t, m.vocab_size, d);
   for (int64_t i = 0; i < m.n_layers; ++i) {
-    LayerWeights& L = w.layers.emplace_back();
+    LayerWeights& L = w.layers.emplace_back(make_layer(c, i));
     for (const TensorSpec& spec : fam->tensors) {
-      if (!is_per_layer(spec.role) || !tensor_present(spec, c)) continue;
+      if (!is_per_layer(spec.role) || !tensor_present(spec, c, i)) continue;
       const std::string name = tensor_name(spec.gguf, i);
       const auto shape = tensor_shape(spec.role, c);
-      if (MatMul* mat = layer_matrix(L, spec.role))
+      if (spec.role == TensorRole::kQKV) {
+        // Fused rows q | k | v (attn_qkv, stored as is): three matrices over row ranges of the one tensor.
+        const GgufTensor& t = take.take(name, shape);
+        const auto ranges = split_qkv_rows(c);
+        MatMul* parts[3] = {&L.q, &L.k, &L.v};
+        for (int p = 0; p < 3; ++p) *parts[p] = take.rows(t, ranges[p].first, ranges[p].count, shape[1], ct);
+      } else if (std::vector<MatMul>* experts = layer_experts(L, spec.role)) {
+        // One stacked tensor per layer, ggml [in, out, experts]: expert e is rows [e*out, (e+1)*out).
+        const GgufTensor& t = take.take(name, {c.moe.experts, shape[0], shape[1]});
+        for (int64_t e = 0; e < c.moe.experts; ++e)
+          (*experts)[e] = take.rows(t, e * shape[0], shape[0], shape[1], ct);
+      } else if (spec.role == TensorRole::kRouter) {
+        // The router runs in f32 and never in 8 bits (LLaDA2MoeGate casts to float32; the choice is
+        // discrete).
+        L.moe->router = take.rows(take.take(name, shape), 0, shape[0], shape[1], ComputeType::kF32, false);
+      } else if (MatMul* mat = layer_matrix(L, spec.role)) {
         *mat = take.linear(name, shape[0], shape[1], ct, rope_pair_heads(spec, c));
-      else
+      } else {
         *layer_vector(L, spec.role) = take.vector(name, shape);
+      }
     }
   }
   w.final_norm = take.vector(find_spec(*fam, TensorRole::kOutputNorm).gguf, {d});

@@ -32,6 +32,19 @@ inline void rewrite_gguf(const std::string& src, const std::string& dst,
   w.write(dst, [&](size_t i, std::vector<uint8_t>& out) { out = tensors[i].bytes; });
 }
 
+// rewrite_gguf without one metadata key.
+inline void rewrite_gguf_without_key(const std::string& src, const std::string& dst, const std::string& key) {
+  GgufFile f(src);
+  GgufWriter w;
+  for (const auto& k : f.metadata_order())
+    if (k != key) w.set(k, f.metadata().at(k));
+  for (const auto& t : f.tensors()) w.add_tensor(t.name, t.dims, t.type);
+  w.write(dst, [&](size_t i, std::vector<uint8_t>& out) {
+    const auto& t = f.tensors()[i];
+    out.assign(t.data, t.data + t.nbytes);
+  });
+}
+
 inline std::string temp_path(const std::string& name) {
   return (std::filesystem::temp_directory_path() / ("dllm_gguf_test_" + std::to_string(::getpid()) + "_" + name))
       .string();

@@ -819,6 +819,47 @@ TEST_F(LoaderErrors, SpecialTokenIdsAtTheEdgesLoad) {
   EXPECT_EQ(m.value()->info().pad_id, 0);
 }
 
+// The block-diffusion families' config fields and expert tensors (LLaDA2: MoE, SDAR: block_size), through load and
+// convert alike.
+TEST_F(LoaderErrors, BlockFamilyConfigFields) {
+  for (const char* model : {"llada2_tiny_f32", "sdar_tiny_f32"}) {
+    const std::string sub = dir_ + "/" + model, config = sub + "/config.json";
+    fs::create_directories(sub);
+    for (const auto& f : fs::directory_iterator(test::data_path(std::string("oracle/models/") + model)))
+      fs::copy_file(f.path(), sub + "/" + f.path().filename().string(), fs::copy_options::overwrite_existing);
+    const json original = test::read_json(config);
+    const bool llada2 = std::string(model) == "llada2_tiny_f32";
+    const std::vector<std::pair<const char*, json>> cases =
+        llada2 ? std::vector<std::pair<const char*, json>>{{"n_group", 3},
+                                                           {"n_group", 8},
+                                                           {"topk_group", 0},
+                                                           {"topk_group", 3},
+                                                           {"num_experts_per_tok", 9},
+                                                           {"num_experts_per_tok", 5},
+                                                           {"num_shared_experts", -1},
+                                                           {"first_k_dense_replace", -1},
+                                                           {"routed_scaling_factor", 0},
+                                                           {"partial_rotary_factor", 0},
+                                                           {"score_function", "softmax"}}
+               : std::vector<std::pair<const char*, json>>{{"block_size", 0}, {"mask_token_id", nullptr}};
+    for (const auto& [field, value] : cases) {
+      json c = original;
+      c[field] = value;
+      write_bytes(config, c.dump(2));
+      expect_error({config, field}, sub);
+    }
+    write_bytes(config, original.dump(2));
+    if (llada2) {
+      // One expert's tensor missing.
+      auto ts = read_tensors(sub + "/model.safetensors");
+      const std::string gone = "model.layers.2.mlp.experts.5.up_proj.weight";
+      erase_tensor(ts, gone);
+      write_safetensors(sub + "/model.safetensors", ts);
+      expect_error({"missing tensor", gone}, sub);
+    }
+  }
+}
+
 // ---- the directory ---------------------------------------------------------------------------------------------
 
 TEST_F(LoaderErrors, DirectoryMissing) {

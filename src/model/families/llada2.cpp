@@ -155,6 +155,8 @@ const Family& llada2_family() {
       .eot_text = "<|role_end|>",
       .tokenizer_pre = "bailingmoe2",
       .add_bos = false,
+      .gguf_block_size = 32,
+      .mask_id_may_be_absent = true,
   };
   return kFamily;
 }

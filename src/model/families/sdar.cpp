@@ -95,6 +95,7 @@ const Family& sdar_family() {
       .eot_text = "<|im_end|>",
       .tokenizer_pre = "qwen2",
       .add_bos = false,
+      .gguf_block_size = 4,  // SDARConfig's default block_size
   };
   return kFamily;
 }
