@@ -184,6 +184,9 @@ struct GenerateParams {
   // SDAR stopping_criteria_idx: stop after a block that holds one of them. nullopt = the model's EOS / EOT;
   // empty = never (the reference's default None).
   std::optional<std::vector<int32_t>> stop_ids;
+  // The official generate() functions take the [MASK] and EOS ids as arguments (LLaDA2: mask_id, eos_id); -1 =
+  // the model's (ModelInfo). A model whose files do not name its mask id (ModelInfo::mask_id == -1) needs one here.
+  int32_t mask_id = -1, eos_id = -1;
 };
 
 // What a step callback sees after each denoising step.

@@ -12,8 +12,20 @@ bool is_per_layer(TensorRole role) {
   return role != TensorRole::kEmbedding && role != TensorRole::kOutputNorm && role != TensorRole::kHead;
 }
 
+bool is_expert(TensorRole role) {
+  return role == TensorRole::kExpertGate || role == TensorRole::kExpertUp || role == TensorRole::kExpertDown;
+}
+
 bool is_matrix(TensorRole role) {
   switch (role) {
+    case TensorRole::kQKV:
+    case TensorRole::kRouter:
+    case TensorRole::kExpertGate:
+    case TensorRole::kExpertUp:
+    case TensorRole::kExpertDown:
+    case TensorRole::kSharedGate:
+    case TensorRole::kSharedUp:
+    case TensorRole::kSharedDown:
     case TensorRole::kEmbedding:
     case TensorRole::kHead:
     case TensorRole::kQ:
@@ -63,11 +75,31 @@ std::vector<int64_t> tensor_shape(TensorRole role, const TransformerConfig& conf
       return {m.ffn_hidden, d};
     case TensorRole::kDown:
       return {d, m.ffn_hidden};
+    case TensorRole::kQKV:
+      return {q_dim + 2 * kv_dim, d};
+    case TensorRole::kQNorm:
+    case TensorRole::kKNorm:
+      return {m.head_dim};
+    case TensorRole::kRouter:
+      return {config.moe.experts, d};
+    case TensorRole::kExpertBias:
+      return {config.moe.experts};
+    case TensorRole::kExpertGate:
+    case TensorRole::kExpertUp:
+      return {config.moe.expert_ffn, d};
+    case TensorRole::kExpertDown:
+      return {d, config.moe.expert_ffn};
+    case TensorRole::kSharedGate:
+    case TensorRole::kSharedUp:
+      return {config.moe.shared * config.moe.expert_ffn, d};
+    case TensorRole::kSharedDown:
+      return {d, config.moe.shared * config.moe.expert_ffn};
   }
   fail("tensor_shape: unknown role");
 }
 
-bool tensor_present(const TensorSpec& spec, const TransformerConfig& config) {
+bool tensor_present(const TensorSpec& spec, const TransformerConfig& config, int64_t layer) {
+  const bool moe = layer >= 0 && config.is_moe_layer(layer);
   switch (spec.role) {
     case TensorRole::kHead:
       return !config.tied_head;
@@ -75,15 +107,36 @@ bool tensor_present(const TensorSpec& spec, const TransformerConfig& config) {
     case TensorRole::kKBias:
     case TensorRole::kVBias:
       return config.qkv_bias;
+    case TensorRole::kQNorm:
+    case TensorRole::kKNorm:
+      return config.qk_norm;
+    case TensorRole::kGate:
+    case TensorRole::kUp:
+    case TensorRole::kDown:
+      return !moe;
+    case TensorRole::kRouter:
+    case TensorRole::kExpertGate:
+    case TensorRole::kExpertUp:
+    case TensorRole::kExpertDown:
+      return moe;
+    case TensorRole::kExpertBias:
+      return moe && config.moe.expert_bias;
+    case TensorRole::kSharedGate:
+    case TensorRole::kSharedUp:
+    case TensorRole::kSharedDown:
+      return moe && config.moe.shared > 0;
     default:
       return true;
   }
 }
 
-std::string tensor_name(const std::string& pattern, int64_t layer) {
-  const size_t at = pattern.find("{}");
-  if (at == std::string::npos) return pattern;
-  return pattern.substr(0, at) + std::to_string(layer) + pattern.substr(at + 2);
+std::string tensor_name(const std::string& pattern, int64_t layer, int64_t expert) {
+  std::string name = pattern;
+  if (const size_t at = name.find("{}"); at != std::string::npos)
+    name = name.substr(0, at) + std::to_string(layer) + name.substr(at + 2);
+  if (const size_t at = name.find("{e}"); at != std::string::npos)
+    name = name.substr(0, at) + std::to_string(expert) + name.substr(at + 3);
+  return name;
 }
 
 int64_t rope_pair_heads(const TensorSpec& spec, const TransformerConfig& config) {
@@ -107,7 +160,53 @@ std::vector<uint8_t> permute_rope_rows(const uint8_t* rows, size_t row_bytes, in
   return out;
 }
 
+LayerWeights make_layer(const TransformerConfig& config, int64_t layer) {
+  LayerWeights L;
+  if (config.is_moe_layer(layer)) {
+    L.moe = std::make_unique<MoeWeights>();
+    const auto experts = static_cast<size_t>(config.moe.experts);
+    L.moe->gate.resize(experts);
+    L.moe->up.resize(experts);
+    L.moe->down.resize(experts);
+  }
+  return L;
+}
+
+std::vector<MatMul>* layer_experts(LayerWeights& L, TensorRole role) {
+  if (!L.moe) return nullptr;
+  switch (role) {
+    case TensorRole::kExpertGate:
+      return &L.moe->gate;
+    case TensorRole::kExpertUp:
+      return &L.moe->up;
+    case TensorRole::kExpertDown:
+      return &L.moe->down;
+    default:
+      return nullptr;
+  }
+}
+
+std::array<RowRange, 3> split_qkv_rows(const TransformerConfig& config) {
+  const ModelInfo& m = config.info;
+  const int64_t q = m.n_heads * m.head_dim, kv = m.n_kv_heads * m.head_dim;
+  return {RowRange{0, q}, RowRange{q, kv}, RowRange{q + kv, kv}};
+}
+
 MatMul* layer_matrix(LayerWeights& L, TensorRole role) {
+  if (L.moe) {
+    switch (role) {
+      case TensorRole::kRouter:
+        return &L.moe->router;
+      case TensorRole::kSharedGate:
+        return &L.moe->shared_gate;
+      case TensorRole::kSharedUp:
+        return &L.moe->shared_up;
+      case TensorRole::kSharedDown:
+        return &L.moe->shared_down;
+      default:
+        break;
+    }
+  }
   switch (role) {
     case TensorRole::kQ:
       return &L.q;
@@ -140,6 +239,12 @@ std::vector<float>* layer_vector(LayerWeights& L, TensorRole role) {
       return &L.k_bias;
     case TensorRole::kVBias:
       return &L.v_bias;
+    case TensorRole::kQNorm:
+      return &L.q_norm;
+    case TensorRole::kKNorm:
+      return &L.k_norm;
+    case TensorRole::kExpertBias:
+      return L.moe ? &L.moe->expert_bias : nullptr;
     default:
       return nullptr;
   }
@@ -148,12 +253,42 @@ std::vector<float>* layer_vector(LayerWeights& L, TensorRole role) {
 int64_t count_params(const Family& family, const TransformerConfig& config) {
   int64_t n = 0;
   for (const TensorSpec& spec : family.tensors) {
-    if (!tensor_present(spec, config)) continue;
-    int64_t numel = 1;
+    int64_t numel = is_expert(spec.role) ? config.moe.experts : 1;
     for (int64_t s : tensor_shape(spec.role, config)) numel *= s;
-    n += is_per_layer(spec.role) ? numel * config.info.n_layers : numel;
+    if (!is_per_layer(spec.role)) {
+      n += tensor_present(spec, config) ? numel : 0;
+      continue;
+    }
+    for (int64_t layer = 0; layer < config.info.n_layers; ++layer)
+      n += tensor_present(spec, config, layer) ? numel : 0;
   }
   return n;
+}
+
+void read_standard_sizes(const ConfigReader& r, TransformerConfig& c) {
+  ModelInfo& m = c.info;
+  m.d_model = r.positive_int("hidden_size");
+  m.n_layers = r.positive_int("num_hidden_layers");
+  m.n_heads = r.positive_int("num_attention_heads");
+  m.n_kv_heads = r.optional_int("num_key_value_heads").value_or(m.n_heads);
+  if (m.n_kv_heads <= 0 || m.n_heads % m.n_kv_heads != 0)
+    r.fail_field("num_key_value_heads",
+                 "= " + std::to_string(m.n_kv_heads) +
+                     " must divide num_attention_heads = " + std::to_string(m.n_heads));
+  if (auto hd = r.optional_int("head_dim")) {
+    m.head_dim = *hd;
+  } else {
+    if (m.d_model % m.n_heads != 0)
+      r.fail_field("num_attention_heads", "= " + std::to_string(m.n_heads) +
+                                              " must divide hidden_size = " + std::to_string(m.d_model));
+    m.head_dim = m.d_model / m.n_heads;
+  }
+  if (m.head_dim <= 0 || m.head_dim % 2 != 0)
+    r.fail_field("head_dim", "= " + std::to_string(m.head_dim) + " must be even and > 0 for RoPE");
+  m.ffn_hidden = r.positive_int("intermediate_size");
+  m.vocab_size = r.positive_int("vocab_size");
+  m.max_seq_len = r.optional_int("max_position_embeddings").value_or(32768);
+  if (m.max_seq_len <= 0) r.fail_field("max_position_embeddings", "must be > 0");
 }
 
 void read_rope_theta_and_rms_eps(const ConfigReader& r, double default_eps, TransformerConfig& c) {

@@ -5,6 +5,7 @@
 // registry.cpp.
 #pragma once
 
+#include <array>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,13 +30,25 @@ enum class TensorRole {
   kVBias,       // (n_kv_heads * head_dim)
   kAttnOut,     // (d, n_heads * head_dim)
   kFfnNorm,     // (d)
-  kGate,        // (ffn_hidden, d)
+  kGate,        // (ffn_hidden, d); dense layers
   kUp,          // (ffn_hidden, d)
   kDown,        // (d, ffn_hidden)
+  kQKV,         // (n_heads*hd + 2*n_kv_heads*hd, d): q, k and v rows fused (LLaDA2); split into kQ/kK/kV at load
+  kQNorm,       // (head_dim), with qk_norm
+  kKNorm,       // (head_dim)
+  kRouter,      // (experts, d); mixture-of-experts layers from here on
+  kExpertBias,  // (experts), with moe.expert_bias
+  kExpertGate,  // (expert_ffn, d) per expert: "{e}" in the HF name; one (experts, expert_ffn, d) tensor in GGUF
+  kExpertUp,    // (expert_ffn, d) per expert
+  kExpertDown,  // (d, expert_ffn) per expert
+  kSharedGate,  // (shared * expert_ffn, d), with moe.shared > 0
+  kSharedUp,    // (shared * expert_ffn, d)
+  kSharedDown,  // (d, shared * expert_ffn)
 };
 
 bool is_per_layer(TensorRole role);
 bool is_matrix(TensorRole role);
+bool is_expert(TensorRole role);  // one tensor per expert in HF, stacked in GGUF
 
 // How the GGUF copy of a tensor differs from the Hugging Face one.
 enum class GgufTransform {
@@ -85,12 +98,13 @@ const Family& find_family(const Checkpoint& checkpoint);
 
 // The family's entry for a role; throws when the table has none.
 const TensorSpec& find_spec(const Family& family, TensorRole role);
-// The tensor's expected shape (PyTorch order) under `config`.
+// The tensor's expected shape (PyTorch order) under `config`; one expert's for the expert roles.
 std::vector<int64_t> tensor_shape(TensorRole role, const TransformerConfig& config);
-// Whether the family's table says the tensor exists under `config` (the head only when not tied).
-bool tensor_present(const TensorSpec& spec, const TransformerConfig& config);
-// A table name with "{}" replaced by the layer index.
-std::string tensor_name(const std::string& pattern, int64_t layer);
+// Whether the family's table says the tensor exists under `config` in `layer` (-1 for the global tensors): the
+// head only when not tied, biases with qkv_bias, dense MLP or experts as the layer is, ...
+bool tensor_present(const TensorSpec& spec, const TransformerConfig& config, int64_t layer = -1);
+// A table name with "{}" replaced by the layer index and "{e}" by the expert index.
+std::string tensor_name(const std::string& pattern, int64_t layer, int64_t expert = -1);
 // Heads whose rows a kRopePairRows transform reorders (0 = none).
 int64_t rope_pair_heads(const TensorSpec& spec, const TransformerConfig& config);
 // Rows of `heads` heads between HF order and llama.cpp's adjacent-pair order; rows move whole, so this works
@@ -99,13 +113,25 @@ int64_t rope_pair_heads(const TensorSpec& spec, const TransformerConfig& config)
 std::vector<uint8_t> permute_rope_rows(const uint8_t* rows, size_t row_bytes, int64_t n_rows, int64_t heads,
                                        bool to_gguf, const std::string& what);
 
-// Where a per-layer role's tensor goes in the Transformer's weights; nullptr when the role is of the other
-// kind.
+// An empty layer with the slots its kind needs (the experts' MoeWeights on mixture-of-experts layers).
+LayerWeights make_layer(const TransformerConfig& config, int64_t layer);
+// Where a per-layer role's tensor goes in the Transformer's weights; nullptr when the role is of another kind
+// (kQKV is split into q/k/v by the loaders: split_qkv_rows).
 MatMul* layer_matrix(LayerWeights& layer, TensorRole role);
 std::vector<float>* layer_vector(LayerWeights& layer, TensorRole role);
+std::vector<MatMul>* layer_experts(LayerWeights& layer, TensorRole role);  // kExpert{Gate,Up,Down}
+// Row ranges [first, first + count) of q, k and v in a fused kQKV tensor.
+struct RowRange {
+  int64_t first, count;
+};
+std::array<RowRange, 3> split_qkv_rows(const TransformerConfig& config);
 
 // Parameters of a model of this family and config, counted from the table.
 int64_t count_params(const Family& family, const TransformerConfig& config);
+
+// The Hugging Face standard sizes (hidden_size, num_hidden_layers, num_attention_heads, num_key_value_heads,
+// head_dim, intermediate_size, vocab_size, max_position_embeddings) into `config.info`, checked.
+void read_standard_sizes(const ConfigReader& r, TransformerConfig& config);
 
 // config.json's rope_theta (default 10000) and rms_norm_eps (default `default_eps`) into `config`, checked as
 // doubles so that a value outside float's range names the field instead of reaching the narrowing conversion.

@@ -32,13 +32,15 @@ std::shared_ptr<Model> load_hf(const Family& family, std::unique_ptr<Checkpoint>
   TransformerConfig c = family.parse_hf_config(*ckpt);
   ModelInfo& m = c.info;
 
-  // The precision from the stored type of every weight matrix the table names (those present).
+  // The precision from the stored type of every weight matrix the table names (those present; the first
+  // expert's stands for its layer).
   std::vector<std::string> stored;
   for (const TensorSpec& spec : family.tensors) {
-    if (!is_matrix(spec.role) || spec.role == TensorRole::kEmbedding || !tensor_present(spec, c)) continue;
+    if (!is_matrix(spec.role) || spec.role == TensorRole::kEmbedding) continue;
     // Up to the first missing one: n_layers may be anything before the tensors are checked against it.
     for (int64_t i = 0; i < (is_per_layer(spec.role) ? m.n_layers : 1); ++i) {
-      const TensorView* t = ckpt->find(tensor_name(spec.hf, i));
+      if (!tensor_present(spec, c, is_per_layer(spec.role) ? i : -1)) continue;
+      const TensorView* t = ckpt->find(tensor_name(spec.hf, i, 0));
       if (!t) break;
       stored.emplace_back(dtype_name(t->dtype));
     }
@@ -54,14 +56,29 @@ std::shared_ptr<Model> load_hf(const Family& family, std::unique_ptr<Checkpoint>
   w.embedding =
       &ckpt->take(find_spec(family, TensorRole::kEmbedding).hf, tensor_shape(TensorRole::kEmbedding, c));
   for (int64_t i = 0; i < m.n_layers; ++i) {
-    LayerWeights& L = w.layers.emplace_back();
+    LayerWeights& L = w.layers.emplace_back(make_layer(c, i));
     for (const TensorSpec& spec : family.tensors) {
-      if (!is_per_layer(spec.role) || !tensor_present(spec, c)) continue;
+      if (!is_per_layer(spec.role) || !tensor_present(spec, c, i)) continue;
       const std::string name = tensor_name(spec.hf, i);
-      if (MatMul* mat = layer_matrix(L, spec.role))
-        *mat = load_linear(*ckpt, name, tensor_shape(spec.role, c), ct);
-      else
-        *layer_vector(L, spec.role) = load_vector(*ckpt, name, tensor_shape(spec.role, c));
+      const auto shape = tensor_shape(spec.role, c);
+      if (spec.role == TensorRole::kQKV) {
+        // Fused rows q | k | v: three Linears over row ranges of the one mapped tensor.
+        const TensorView& t = ckpt->take(name, shape);
+        const size_t row_bytes = static_cast<size_t>(shape[1]) * dtype_size(t.dtype);
+        const auto ranges = split_qkv_rows(c);
+        MatMul* parts[3] = {&L.q, &L.k, &L.v};
+        for (int p = 0; p < 3; ++p)
+          *parts[p] = Linear(t.data + static_cast<size_t>(ranges[p].first) * row_bytes, t.dtype, ranges[p].count,
+                             shape[1], ct);
+      } else if (std::vector<MatMul>* experts = layer_experts(L, spec.role)) {
+        for (int64_t e = 0; e < c.moe.experts; ++e)
+          (*experts)[e] = load_linear(*ckpt, tensor_name(spec.hf, i, e), shape, ct);
+      } else if (MatMul* mat = layer_matrix(L, spec.role)) {
+        // The router runs in f32 whatever the precision (LLaDA2MoeGate casts to float32).
+        *mat = load_linear(*ckpt, name, shape, spec.role == TensorRole::kRouter ? ComputeType::kF32 : ct);
+      } else {
+        *layer_vector(L, spec.role) = load_vector(*ckpt, name, shape);
+      }
     }
   }
   w.final_norm = load_vector(*ckpt, find_spec(family, TensorRole::kOutputNorm).hf, {m.d_model});

@@ -8,11 +8,15 @@ namespace dllm {
 
 const Family& llada_family();  // families/llada.cpp
 const Family& dream_family();  // families/dream.cpp
+const Family& llada2_family();  // families/llada2.cpp
+const Family& sdar_family();    // families/sdar.cpp
 
 const std::vector<const Family*>& families() {
   static const std::vector<const Family*> kFamilies = {
       &llada_family(),
       &dream_family(),
+      &llada2_family(),
+      &sdar_family(),
   };
   return kFamilies;
 }

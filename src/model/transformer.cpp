@@ -1,6 +1,8 @@
 #include "model/transformer.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "cache/kv_cache.h"
@@ -13,7 +15,7 @@ Transformer::Transformer(TransformerConfig config, std::unique_ptr<Checkpoint> c
     : config_(std::move(config)),
       checkpoint_(std::move(checkpoint)),
       weights_(std::move(weights)),
-      rope_(config_.info.head_dim, config_.rope_theta, 512) {}
+      rope_(config_.rotary_dim > 0 ? config_.rotary_dim : config_.info.head_dim, config_.rope_theta, 512) {}
 
 void Transformer::embed(std::span<const int32_t> tokens, float* out) const {
   const int64_t d = config_.info.d_model;
@@ -30,8 +32,19 @@ void Transformer::embed(std::span<const int32_t> tokens, float* out) const {
 namespace {
 template <class F>
 void for_each_matrix(const TransformerWeights& w, F&& f) {
-  for (const auto& L : w.layers)
-    for (const MatMul* m : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) f(*m);
+  for (const auto& L : w.layers) {
+    for (const MatMul* m : {&L.q, &L.k, &L.v, &L.o}) f(*m);
+    if (!L.moe) {
+      for (const MatMul* m : {&L.gate, &L.up, &L.down}) f(*m);
+      continue;
+    }
+    const MoeWeights& e = *L.moe;
+    f(e.router);
+    for (const auto* list : {&e.gate, &e.up, &e.down})
+      for (const MatMul& m : *list) f(m);
+    if (e.shared_gate.out_features() > 0)
+      for (const MatMul* m : {&e.shared_gate, &e.shared_up, &e.shared_down}) f(*m);
+  }
   f(w.head);
 }
 }  // namespace
@@ -46,8 +59,10 @@ size_t Transformer::weight_bytes() const {
     bytes += weights_.embedding->nbytes;
   }
   auto vec = [](const std::vector<float>& v) { return v.size() * sizeof(float); };
-  for (const auto& L : weights_.layers)
+  for (const auto& L : weights_.layers) {
     bytes += vec(L.attn_norm) + vec(L.ffn_norm) + vec(L.q_bias) + vec(L.k_bias) + vec(L.v_bias);
+    bytes += vec(L.q_norm) + vec(L.k_norm) + (L.moe ? vec(L.moe->expert_bias) : 0);
+  }
   return bytes + vec(weights_.final_norm);
 }
 
@@ -57,7 +72,11 @@ int64_t Transformer::q8_matrices() const {
   return n;
 }
 
-int64_t Transformer::matrices() const { return static_cast<int64_t>(weights_.layers.size()) * 7 + 1; }
+int64_t Transformer::matrices() const {
+  int64_t n = 0;
+  for_each_matrix(weights_, [&](const MatMul&) { ++n; });
+  return n;
+}
 
 Expected<std::vector<float>> Transformer::forward(const ForwardInput& input) {
   return capture([&] { return run(input); });
@@ -82,7 +101,18 @@ std::vector<float> Transformer::run(const ForwardInput& input) {
   const CacheOp op = input.cache ? input.cache_op : CacheOp::kNone;
   if (input.cache_op != CacheOp::kNone && !input.cache) fail("forward: a cache operation needs a cache");
   KvCache* cache = input.cache;
-  const int64_t offset = op == CacheOp::kReuse ? input.cache_offset : 0;
+  const int64_t offset = op == CacheOp::kReuse    ? input.cache_offset
+                         : op == CacheOp::kExtend ? (cache->empty() ? 0 : cache->seq_len)
+                                                  : 0;
+  if (input.attention_block < 0) fail("forward: attention_block ", input.attention_block, " is negative");
+  if (op == CacheOp::kExtend) {
+    if (batch != 1) fail("forward: the block cache (CacheOp::kExtend) runs one row, not ", batch);
+    if (!input.valid.empty()) fail("forward: the block cache (CacheOp::kExtend) takes no validity flags");
+    if (input.cache_append < 0 || input.cache_append > seq)
+      fail("forward: cache_append ", input.cache_append, " outside [0, ", seq, "]");
+    if (!cache->empty() && cache->kv_dim != mi.n_kv_heads * mi.head_dim)
+      fail("forward: the cache holds another model's keys");
+  }
   if (op == CacheOp::kReuse) {
     if (cache->empty() || cache->batch != batch)
       fail("forward: the cache holds ", cache->batch, " rows, not the ", batch, " of this call (store it first)");
@@ -100,8 +130,9 @@ std::vector<float> Transformer::run(const ForwardInput& input) {
   k_.resize(n * kv_dim);
   v_.resize(n * kv_dim);
   att_.resize(n * q_dim);
-  gate_.resize(n * ffn);
-  up_.resize(n * ffn);
+  const int64_t widest_ffn = std::max(ffn, config_.moe.expert_ffn * std::max<int64_t>(1, config_.moe.shared));
+  gate_.resize(n * widest_ffn);
+  up_.resize(n * widest_ffn);
 
   std::vector<int64_t> positions(n);
   if (!input.positions.empty()) {
@@ -126,6 +157,8 @@ std::vector<float> Transformer::run(const ForwardInput& input) {
     cache->reset(static_cast<int64_t>(weights_.layers.size()), batch, seq, kv_dim);
     if (!query_valid.empty()) cache->valid = query_valid;
   }
+  const int64_t n_layers = static_cast<int64_t>(weights_.layers.size());
+  if (op == CacheOp::kExtend && cache->empty()) cache->reset(n_layers, 1, 0, kv_dim);
   const uint8_t* key_valid = nullptr;
   if (op == CacheOp::kReuse) {
     if (std::find(cache->valid.begin(), cache->valid.end(), 0) != cache->valid.end()) key_valid = cache->valid.data();
@@ -151,11 +184,26 @@ std::vector<float> Transformer::run(const ForwardInput& input) {
       add_bias(k_.data(), w.k_bias.data(), n, kv_dim);
       add_bias(v_.data(), w.v_bias.data(), n, kv_dim);
     }
-    rope_neox(q_.data(), n, mi.n_heads, positions.data(), rope_);
-    rope_neox(k_.data(), n, mi.n_kv_heads, positions.data(), rope_);
+    if (config_.qk_norm) {
+      rms_norm(q_.data(), w.q_norm.data(), n * mi.n_heads, hd, config_.rms_eps, q_.data());
+      rms_norm(k_.data(), w.k_norm.data(), n * mi.n_kv_heads, hd, config_.rms_eps, k_.data());
+    }
+    rope_neox(q_.data(), n, mi.n_heads, positions.data(), rope_, hd);
+    rope_neox(k_.data(), n, mi.n_kv_heads, positions.data(), rope_, hd);
+    const int64_t block = input.attention_block;
     if (op == CacheOp::kNone) {
       attention(q_.data(), k_.data(), v_.data(), batch, seq, seq, mi.n_heads, mi.n_kv_heads, hd, key_valid,
-                att_.data());
+                att_.data(), block);
+    } else if (op == CacheOp::kExtend) {
+      // Append this call's keys/values, attend over cache + call, then keep only the cache_append leading ones.
+      std::vector<float>& ck = cache->k[l];
+      std::vector<float>& cv = cache->v[l];
+      ck.insert(ck.end(), k_.begin(), k_.begin() + seq * kv_dim);
+      cv.insert(cv.end(), v_.begin(), v_.begin() + seq * kv_dim);
+      attention(q_.data(), ck.data(), cv.data(), 1, seq, offset + seq, mi.n_heads, mi.n_kv_heads, hd, nullptr,
+                att_.data(), block, offset);
+      ck.resize(static_cast<size_t>((offset + input.cache_append) * kv_dim));
+      cv.resize(ck.size());
     } else {
       // kStore writes every position; kReuse overwrites its range and attends over the whole cached rows.
       float* ck = cache->k[l].data();
@@ -173,11 +221,12 @@ std::vector<float> Transformer::run(const ForwardInput& input) {
     w.o.forward(att_.data(), n, x_.data(), /*accumulate=*/true);
 
     rms_norm(x_.data(), w.ffn_norm.data(), n, d, config_.rms_eps, h_.data());
-    w.gate.forward(h_.data(), n, gate_.data());
-    w.up.forward(h_.data(), n, up_.data());
-    silu_mul(gate_.data(), up_.data(), n * ffn, gate_.data());
-    w.down.forward(gate_.data(), n, x_.data(), /*accumulate=*/true);
+    feed_forward(w, n, x_.data());
     if (l + 1 < weights_.layers.size()) record(x_.data());
+  }
+  if (op == CacheOp::kExtend) {
+    cache->seq_len = offset + input.cache_append;
+    cache->valid.assign(static_cast<size_t>(cache->seq_len), 1);
   }
 
   // Final norm and head only for the positions whose logits are wanted.
@@ -194,6 +243,110 @@ std::vector<float> Transformer::run(const ForwardInput& input) {
   std::vector<float> logits(static_cast<size_t>(batch * keep * mi.vocab_size));
   weights_.head.forward(normed.data(), batch * keep, logits.data());
   return logits;
+}
+
+void Transformer::feed_forward(const LayerWeights& w, int64_t n, float* x) {
+  if (w.moe) return mixture_of_experts(*w.moe, n, x);
+  const int64_t ffn = w.gate.out_features();
+  w.gate.forward(h_.data(), n, gate_.data());
+  w.up.forward(h_.data(), n, up_.data());
+  silu_mul(gate_.data(), up_.data(), n * ffn, gate_.data());
+  w.down.forward(gate_.data(), n, x, /*accumulate=*/true);
+}
+
+// Routing as LLaDA2MoeGate / Qwen3-MoE do it, in f32: scores from the router logits (sigmoid or softmax), the
+// choice on scores + expert_bias (limited to the best groups, a group scored by its two best experts), the
+// weights from the unbiased scores. Then the tokens are grouped by expert so that each chosen expert runs one
+// matmul over all its tokens, and the weighted outputs are added back per token.
+void Transformer::mixture_of_experts(const MoeWeights& w, int64_t n, float* x) {
+  const TransformerConfig::Moe& cfg = config_.moe;
+  const int64_t d = config_.info.d_model, E = cfg.experts, K = cfg.used;
+  router_.resize(static_cast<size_t>(n * E));
+  w.router.forward(h_.data(), n, router_.data());
+
+  const bool sigmoid = cfg.gating == TransformerConfig::Moe::Gating::kSigmoid;
+  std::vector<std::vector<std::pair<int64_t, float>>> by_expert(static_cast<size_t>(E));  // (token, weight)
+  std::vector<float> score(static_cast<size_t>(E)), choice(static_cast<size_t>(E));
+  std::vector<int64_t> order(static_cast<size_t>(E));
+  std::vector<std::pair<float, int64_t>> group(static_cast<size_t>(cfg.groups));
+  std::vector<uint8_t> keep(static_cast<size_t>(cfg.groups));
+  const int64_t per_group = E / cfg.groups;
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  auto better = [](float a, int64_t ia, float b, int64_t ib) { return a > b || (a == b && ia < ib); };
+  for (int64_t t = 0; t < n; ++t) {
+    const float* logit = router_.data() + t * E;
+    if (sigmoid) {
+      for (int64_t e = 0; e < E; ++e) score[e] = 1.0f / (1.0f + std::exp(-logit[e]));
+    } else {
+      const float max = *std::max_element(logit, logit + E);
+      float sum = 0;
+      for (int64_t e = 0; e < E; ++e) sum += (score[e] = std::exp(logit[e] - max));
+      for (int64_t e = 0; e < E; ++e) score[e] /= sum;
+    }
+    for (int64_t e = 0; e < E; ++e) choice[e] = score[e] + (w.expert_bias.empty() ? 0.0f : w.expert_bias[e]);
+    if (cfg.groups > 1 && cfg.groups_used < cfg.groups) {
+      for (int64_t g = 0; g < cfg.groups; ++g) {
+        const float* c = choice.data() + g * per_group;
+        float best = neg_inf, second = neg_inf;
+        for (int64_t e = 0; e < per_group; ++e) {
+          if (c[e] > best) {
+            second = best;
+            best = c[e];
+          } else if (c[e] > second) {
+            second = c[e];
+          }
+        }
+        group[g] = {best + second, g};
+      }
+      std::partial_sort(group.begin(), group.begin() + cfg.groups_used, group.end(),
+                        [&](const auto& a, const auto& b) { return better(a.first, a.second, b.first, b.second); });
+      std::fill(keep.begin(), keep.end(), 0);
+      for (int64_t g = 0; g < cfg.groups_used; ++g) keep[group[g].second] = 1;
+      for (int64_t e = 0; e < E; ++e)
+        if (!keep[e / per_group]) choice[e] = neg_inf;
+    }
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + K, order.end(),
+                      [&](int64_t a, int64_t b) { return better(choice[a], a, choice[b], b); });
+    float sum = 0;
+    for (int64_t k = 0; k < K; ++k) sum += score[order[k]];
+    // The sigmoid router (LLaDA2MoeGate) normalises whenever it picks more than one expert, with +1e-20.
+    const bool normalize = sigmoid ? K > 1 : cfg.normalize;
+    const float denominator = sigmoid ? sum + 1e-20f : sum;
+    for (int64_t k = 0; k < K; ++k) {
+      const float weight = normalize ? score[order[k]] / denominator : score[order[k]];
+      by_expert[order[k]].emplace_back(t, weight * cfg.routed_scale);
+    }
+  }
+
+  // y = Σ weight · expert(h) + shared(h), then x += y (the reference's order of the sums).
+  expert_out_.assign(static_cast<size_t>(n * d), 0.0f);
+  for (int64_t e = 0; e < E; ++e) {
+    const auto& tokens = by_expert[e];
+    if (tokens.empty()) continue;
+    const int64_t m = static_cast<int64_t>(tokens.size()), width = w.gate[e].out_features();
+    expert_in_.resize(static_cast<size_t>(m * d));
+    for (int64_t i = 0; i < m; ++i) std::copy_n(h_.data() + tokens[i].first * d, d, expert_in_.data() + i * d);
+    w.gate[e].forward(expert_in_.data(), m, gate_.data());
+    w.up[e].forward(expert_in_.data(), m, up_.data());
+    silu_mul(gate_.data(), up_.data(), m * width, gate_.data());
+    // The expert's output lands in expert_in_ (its input rows are no longer needed).
+    w.down[e].forward(gate_.data(), m, expert_in_.data());
+    for (int64_t i = 0; i < m; ++i) {
+      float* y = expert_out_.data() + tokens[i].first * d;
+      const float* p = expert_in_.data() + i * d;
+      const float weight = tokens[i].second;
+      for (int64_t j = 0; j < d; ++j) y[j] += weight * p[j];
+    }
+  }
+  if (w.shared_gate.out_features() > 0) {
+    const int64_t width = w.shared_gate.out_features();
+    w.shared_gate.forward(h_.data(), n, gate_.data());
+    w.shared_up.forward(h_.data(), n, up_.data());
+    silu_mul(gate_.data(), up_.data(), n * width, gate_.data());
+    w.shared_down.forward(gate_.data(), n, expert_out_.data(), /*accumulate=*/true);
+  }
+  for (int64_t i = 0; i < n * d; ++i) x[i] += expert_out_[i];
 }
 
 }  // namespace dllm

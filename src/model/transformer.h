@@ -1,8 +1,11 @@
-// The bidirectional pre-norm transformer that LLaDA, Dream and their relatives share:
+// The pre-norm transformer that LLaDA, Dream, LLaDA2 and SDAR share:
 //   x = embed(tokens)
-//   per layer: x += o(attn(rope(q(norm(x))), rope(k(norm(x))), v(norm(x))));  x += down(silu(gate(h)) * up(h))
+//   per layer: x += o(attn(rope(qnorm(q(norm(x)))), rope(knorm(k(norm(x)))), v(norm(x))));  x += ffn(norm(x))
 //   logits = head(norm(x))
-// A family description (model/family.h, model/families/) maps its config.json and tensor names onto this.
+// with ffn = down(silu(gate(h)) * up(h)), or on mixture-of-experts layers the routed experts' weighted sum plus
+// the shared expert. Optional parts: q/k biases (Dream), per-head q/k RMSNorm (LLaDA2, SDAR), partial RoPE
+// (LLaDA2), block-causal attention (ForwardInput::attention_block). A family description (model/family.h,
+// model/families/) maps its config.json and tensor names onto this.
 #pragma once
 
 #include <memory>
@@ -23,6 +26,31 @@ struct TransformerConfig {
   float rms_eps = 1e-5f;
   bool qkv_bias = false;
   bool tied_head = false;  // the head is the embedding table
+  bool qk_norm = false;    // RMSNorm over head_dim on each q and k head, before RoPE (weights [head_dim])
+  int64_t rotary_dim = 0;  // < head_dim: partial RoPE on the first rotary_dim values of each head; 0 = head_dim
+
+  // Mixture of experts (LLaDA2 / Ling 2.0). Layers >= first_dense_layers route each token to `used` of
+  // `experts` SwiGLU experts of width expert_ffn (plus `shared` always-on experts fused into one MLP of width
+  // shared * expert_ffn); earlier layers keep the dense MLP of width ffn_hidden.
+  struct Moe {
+    int64_t experts = 0, used = 0, expert_ffn = 0, shared = 0, first_dense_layers = 0;
+    int64_t groups = 1, groups_used = 1;  // group-limited choice: keep groups_used of `groups` groups first
+    enum class Gating { kSoftmax, kSigmoid } gating = Gating::kSigmoid;
+    bool expert_bias = false;   // a per-expert bias added to the scores for the choice only
+    bool normalize = true;      // weights / their sum (LLaDA2: whenever used > 1)
+    float routed_scale = 1.0f;  // routed_scaling_factor
+  } moe;
+  bool is_moe_layer(int64_t layer) const { return moe.experts > 0 && layer >= moe.first_dense_layers; }
+};
+
+// The routed experts of one mixture-of-experts layer and their router.
+struct MoeWeights {
+  MatMul router;                     // (experts, d), run in f32
+  std::vector<float> expert_bias;    // (experts), empty when the family has none
+  std::vector<MatMul> gate, up;      // per expert (expert_ffn, d)
+  std::vector<MatMul> down;          // per expert (d, expert_ffn)
+  MatMul shared_gate, shared_up;     // (shared * expert_ffn, d); absent when no shared expert
+  MatMul shared_down;                // (d, shared * expert_ffn)
 };
 
 struct LayerWeights {
@@ -31,8 +59,10 @@ struct LayerWeights {
   MatMul q, k, v;                          // (n_heads*hd, d), (n_kv_heads*hd, d), (n_kv_heads*hd, d)
   std::vector<float> q_bias, k_bias, v_bias;  // empty when the family has no qkv bias
   MatMul o;                                   // (d, n_heads*hd)
-  MatMul gate, up;                            // (ffn_hidden, d)
+  std::vector<float> q_norm, k_norm;           // (head_dim), with TransformerConfig::qk_norm
+  MatMul gate, up;                            // (ffn_hidden, d); dense layers
   MatMul down;                                // (d, ffn_hidden)
+  std::unique_ptr<MoeWeights> moe;            // mixture-of-experts layers instead of gate/up/down
 };
 
 struct TransformerWeights {
@@ -63,6 +93,9 @@ class Transformer final : public Model {
  private:
   std::vector<float> run(const ForwardInput& input);
   void embed(std::span<const int32_t> tokens, float* out) const;
+  // x += ffn(h) over n rows: the dense MLP or the routed experts.
+  void feed_forward(const LayerWeights& w, int64_t n, float* x);
+  void mixture_of_experts(const MoeWeights& w, int64_t n, float* x);
 
   TransformerConfig config_;
   std::unique_ptr<Checkpoint> checkpoint_;  // keeps the mapped embedding alive
@@ -70,6 +103,7 @@ class Transformer final : public Model {
   RopeTable rope_;
   std::mutex mutex_;  // one forward at a time; the scratch buffers below are reused across calls
   std::vector<float> x_, h_, q_, k_, v_, att_, gate_, up_;
+  std::vector<float> router_, expert_in_, expert_out_;  // MoE scratch
 };
 
 }  // namespace dllm

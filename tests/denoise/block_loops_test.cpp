@@ -358,6 +358,8 @@ GenerateParams llada2_params(const nlohmann::json& kw, BlockLoop loop) {
   p.eos_early_stop = kw["eos_early_stop"];
   p.minimal_topk = kw["minimal_topk"];
   p.block_threshold = kw["threshold"];
+  p.eos_id = kw["eos_id"];
+  p.mask_id = kw["mask_id"];
   if (loop == BlockLoop::kLlada21) {
     p.editing_threshold = kw["editing_threshold"];
     p.max_post_steps = kw["max_post_steps"];
@@ -383,6 +385,7 @@ GenerateParams sdar_params(const nlohmann::json& kw) {
     p.transfer = r == "low_confidence_static" ? Transfer::kUniform : Transfer::kThreshold;
   }
   p.block_threshold = kw["confidence_threshold"];
+  p.mask_id = kw["mask_id"];
   p.stop_ids = kw["stopping_criteria_idx"].is_null() ? std::vector<int32_t>{}
                                                     : kw["stopping_criteria_idx"].get<std::vector<int32_t>>();
   return p;
@@ -447,8 +450,6 @@ void check_llada2_file(const std::string& file, BlockLoop loop, size_t expected_
   for (const auto& c : cases) deterministic += c["deterministic"].get<bool>();
   ASSERT_EQ(deterministic, expected_cases);
   if (!model) GTEST_SKIP() << "llada2_tiny_f32 does not load yet: " << error;
-  ASSERT_EQ(model->info().eos_id, 500);
-  ASSERT_EQ(model->info().mask_id, 503);
   size_t ran = 0;
   for (const auto& c : cases) {
     if (!c["deterministic"].get<bool>()) continue;
@@ -492,7 +493,6 @@ TEST(BlockGolden, Sdar) {
   for (const auto& c : cases) deterministic += c["deterministic"].get<bool>();
   ASSERT_EQ(deterministic, 10u);
   if (!model) GTEST_SKIP() << "sdar_tiny_f32 does not load yet: " << error;
-  ASSERT_EQ(model->info().mask_id, 476);
   size_t ran = 0, overwrite = 0;
   for (const auto& c : cases) {
     if (!c["deterministic"].get<bool>()) continue;

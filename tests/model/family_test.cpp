@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <set>
 
 #include "io/safetensors.h"
@@ -13,7 +15,8 @@
 namespace dllm {
 namespace {
 
-const char* const kModels[] = {"oracle/models/llada_tiny_f32", "oracle/models/dream_tiny_gqa_f32"};
+const char* const kModels[] = {"oracle/models/llada_tiny_f32", "oracle/models/dream_tiny_gqa_f32",
+                               "oracle/models/llada2_tiny_f32", "oracle/models/sdar_tiny_f32"};
 
 TEST(Family, EveryTableIsWhole) {
   ASSERT_GE(families().size(), 2u);
@@ -22,9 +25,18 @@ TEST(Family, EveryTableIsWhole) {
     EXPECT_EQ(find_family(f->name), f);
     for (TensorRole role :
          {TensorRole::kEmbedding, TensorRole::kOutputNorm, TensorRole::kHead, TensorRole::kAttnNorm,
-          TensorRole::kQ, TensorRole::kK, TensorRole::kV, TensorRole::kAttnOut, TensorRole::kFfnNorm,
-          TensorRole::kGate, TensorRole::kUp, TensorRole::kDown})
+          TensorRole::kAttnOut, TensorRole::kFfnNorm, TensorRole::kGate, TensorRole::kUp, TensorRole::kDown})
       EXPECT_NO_THROW(find_spec(*f, role)) << "role " << static_cast<int>(role);
+    // q, k and v either separate or fused, not both.
+    auto has = [&](TensorRole role) {
+      return std::any_of(f->tensors.begin(), f->tensors.end(), [&](const TensorSpec& s) { return s.role == role; });
+    };
+    EXPECT_NE(has(TensorRole::kQKV), has(TensorRole::kQ) && has(TensorRole::kK) && has(TensorRole::kV));
+    // A mixture-of-experts table is whole too.
+    if (has(TensorRole::kRouter)) {
+      for (TensorRole role : {TensorRole::kExpertGate, TensorRole::kExpertUp, TensorRole::kExpertDown})
+        EXPECT_TRUE(has(role)) << "role " << static_cast<int>(role);
+    }
     std::set<std::string> hf, gguf;
     for (const TensorSpec& s : f->tensors) {
       EXPECT_TRUE(hf.insert(s.hf).second) << "HF name twice: " << s.hf;
@@ -32,6 +44,9 @@ TEST(Family, EveryTableIsWhole) {
       // A per-layer tensor names its layer; a whole-model one does not.
       EXPECT_EQ(is_per_layer(s.role), s.hf.find("{}") != std::string::npos) << s.hf;
       EXPECT_EQ(is_per_layer(s.role), s.gguf.find("{}") != std::string::npos) << s.gguf;
+      // Experts are one tensor each in HF ("{e}"), one stacked tensor per layer in GGUF.
+      EXPECT_EQ(is_expert(s.role), s.hf.find("{e}") != std::string::npos) << s.hf;
+      EXPECT_EQ(s.gguf.find("{e}"), std::string::npos) << s.gguf;
     }
   }
 }
@@ -48,7 +63,7 @@ TEST(Family, ParameterCountIsEveryStoredElement) {
     EXPECT_EQ(m.value()->info().n_params, stored);
     ++checked;
   }
-  EXPECT_EQ(checked, 2);
+  EXPECT_EQ(checked, 4);
 }
 
 TEST(Family, AutoPrecisionKeepsTheCheckpoints) {

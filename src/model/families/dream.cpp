@@ -31,28 +31,7 @@ TransformerConfig parse_config(const Checkpoint& ckpt) {
   ModelInfo& m = c.info;
   m.path = ckpt.dir();
   m.architecture = "dream";
-  m.d_model = r.positive_int("hidden_size");
-  m.n_layers = r.positive_int("num_hidden_layers");
-  m.n_heads = r.positive_int("num_attention_heads");
-  m.n_kv_heads = r.optional_int("num_key_value_heads").value_or(m.n_heads);
-  if (m.n_kv_heads <= 0 || m.n_heads % m.n_kv_heads != 0)
-    r.fail_field("num_key_value_heads",
-                 "= " + std::to_string(m.n_kv_heads) +
-                     " must divide num_attention_heads = " + std::to_string(m.n_heads));
-  if (auto hd = r.optional_int("head_dim")) {
-    m.head_dim = *hd;
-  } else {
-    if (m.d_model % m.n_heads != 0)
-      r.fail_field("num_attention_heads", "= " + std::to_string(m.n_heads) +
-                                              " must divide hidden_size = " + std::to_string(m.d_model));
-    m.head_dim = m.d_model / m.n_heads;
-  }
-  if (m.head_dim <= 0 || m.head_dim % 2 != 0)
-    r.fail_field("head_dim", "= " + std::to_string(m.head_dim) + " must be even and > 0 for RoPE");
-  m.ffn_hidden = r.positive_int("intermediate_size");
-  m.vocab_size = r.positive_int("vocab_size");
-  m.max_seq_len = r.optional_int("max_position_embeddings").value_or(32768);
-  if (m.max_seq_len <= 0) r.fail_field("max_position_embeddings", "must be > 0");
+  read_standard_sizes(r, c);
   read_rope_theta_and_rms_eps(r, 1e-6, c);
 
   // DreamGenerationConfig.from_model_config takes the special ids from config.json.
