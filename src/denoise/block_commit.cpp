@@ -41,7 +41,8 @@ std::vector<int64_t> t2t_edits(std::span<const int32_t> current, std::span<const
                                double editing_threshold) {
   std::vector<int64_t> out;
   for (size_t i = 0; i < editable.size(); ++i)
-    if (editable[i] && p[i] > editing_threshold && drawn[i] != current[i]) out.push_back(static_cast<int64_t>(i));
+    if (editable[i] && p[i] > editing_threshold && drawn[i] != current[i])
+      out.push_back(static_cast<int64_t>(i));
   return out;
 }
 

@@ -34,14 +34,15 @@ BlockSettings resolve_block_settings(const ModelInfo& model_info, const Generate
                                                : BlockLoop::kLlada21;
   const bool sdar = s.loop == BlockLoop::kSdar;
   const std::string where = std::string("generate (") + loop_name(s.loop) + " loop): ";
-  if (p.cfg_scale > 0) fail(where, "cfg_scale is not offered for block-diffusion loops (got ", p.cfg_scale, ")");
+  if (p.cfg_scale > 0)
+    fail(where, "cfg_scale is not offered for block-diffusion loops (got ", p.cfg_scale, ")");
   if (p.remasking == Remasking::kRandom) fail(where, "remasking 'random' is LLaDA's; not offered here");
   if (p.logits_eos_inf || p.confidence_eos_eot_inf)
     fail(where, "logits_eos_inf / confidence_eos_eot_inf are LLaDA generate()'s options; not offered here");
-  if (p.stop_at_eos)
-    fail(where, "stop_at_eos is not offered (LLaDA2: eos_early_stop; SDAR: stop_ids)");
+  if (p.stop_at_eos) fail(where, "stop_at_eos is not offered (LLaDA2: eos_early_stop; SDAR: stop_ids)");
   if (p.alg_temp > 0) fail(where, "alg_temp is Dream's; not offered here");
-  if (p.cache_refresh > 0) fail(where, "cache_refresh is for the prefix / dual caches; the block cache is exact");
+  if (p.cache_refresh > 0)
+    fail(where, "cache_refresh is for the prefix / dual caches; the block cache is exact");
   if (p.sampler == Sampler::kGumbel)
     fail(where, "the gumbel sampler is LLaDA's; block loops draw from the filtered softmax (categorical)");
   if (p.temperature < 0) fail(where, "temperature must be >= 0, got ", p.temperature);
@@ -57,7 +58,8 @@ BlockSettings resolve_block_settings(const ModelInfo& model_info, const Generate
   if (sdar) {
     if (u == Unmask::kSequential) {
       if (t != Transfer::kDefault && t != Transfer::kUniform)
-        fail(where, "remasking 'sequential' commits a fixed number per step; it takes no threshold / schedule");
+        fail(where,
+             "remasking 'sequential' commits a fixed number per step; it takes no threshold / schedule");
       s.remasking = SdarRemasking::kSequential;
     } else if (confidence && (t == Transfer::kDefault || t == Transfer::kThreshold)) {
       s.remasking = SdarRemasking::kLowConfidenceDynamic;
@@ -70,16 +72,19 @@ BlockSettings resolve_block_settings(const ModelInfo& model_info, const Generate
     }
   } else {
     if (!confidence)
-      fail(where, "positions are revealed by confidence (threshold, then a top-k fallback); unmask 'sequential', ",
+      fail(where,
+           "positions are revealed by confidence (threshold, then a top-k fallback); unmask 'sequential', ",
            "margin, entropy and random are not offered");
     if (t != Transfer::kDefault && t != Transfer::kThreshold)
-      fail(where, "the commit rule is the threshold with a top-k fallback (low_confidence_dynamic); schedule ",
+      fail(where,
+           "the commit rule is the threshold with a top-k fallback (low_confidence_dynamic); schedule ",
            "uniform / timestep / factor are not offered");
   }
 
   // What is recomputed.
   if (p.cache == CacheMode::kPrefix || p.cache == CacheMode::kDual)
-    fail(where, "the prefix / dual caches are Fast-dLLM's for bidirectional models; block-diffusion models take ",
+    fail(where,
+         "the prefix / dual caches are Fast-dLLM's for bidirectional models; block-diffusion models take ",
          "cache 'block' (the default, exact) or 'none' (the reference's uncached loop)");
   s.cached = p.cache != CacheMode::kNone;
 
@@ -294,9 +299,10 @@ void BlockDenoiser::denoise_step(std::span<const float> logits) {
       break;
     default: {
       const int64_t n = s_.schedule[iter_];
-      commit = s_.remasking == SdarRemasking::kSequential            ? commit_sequential(active, n)
-               : s_.remasking == SdarRemasking::kLowConfidenceStatic ? commit_topk(p, active, n)
-                                                                     : commit_threshold_topk(p, active, s_.threshold, n);
+      commit = s_.remasking == SdarRemasking::kSequential ? commit_sequential(active, n)
+               : s_.remasking == SdarRemasking::kLowConfidenceStatic
+                   ? commit_topk(p, active, n)
+                   : commit_threshold_topk(p, active, s_.threshold, n);
     }
   }
   bool eos_committed = false;

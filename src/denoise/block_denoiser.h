@@ -9,13 +9,14 @@
 //   }
 //   GenerateResult r = d.result();                   // one row: outputs, canvases, forwards
 //
-// The canvas is the prompt + mask ids up to a whole number of blocks; the block grid is aligned to position 0,
-// so the first decoded block may hold the prompt's tail. With the block cache (CacheMode::kBlock, the default)
-// complete prompt blocks are prefilled once (CacheOp::kExtend, all appended), each denoising step runs only the
-// current block (kExtend, nothing appended) and a finished block is run once more to append its K/V (skipped
-// when no block follows). Without it (kNone) every step runs x[0, (b+1)B) with attention_block = B and logits
-// for the block, as the LLaDA2 references do. Both give the same tokens. plan() may be a prefill / commit
-// forward whose logits step() ignores. docs/denoising.md "Block diffusion" describes the loops and deviations.
+// The canvas is the prompt + mask ids up to a whole number of blocks; the block grid is aligned to position
+// 0, so the first decoded block may hold the prompt's tail. With the block cache (CacheMode::kBlock, the
+// default) complete prompt blocks are prefilled once (CacheOp::kExtend, all appended), each denoising step
+// runs only the current block (kExtend, nothing appended) and a finished block is run once more to append its
+// K/V (skipped when no block follows). Without it (kNone) every step runs x[0, (b+1)B) with attention_block =
+// B and logits for the block, as the LLaDA2 references do. Both give the same tokens. plan() may be a prefill
+// / commit forward whose logits step() ignores. docs/denoising.md "Block diffusion" describes the loops and
+// deviations.
 #pragma once
 
 #include <span>
@@ -37,8 +38,8 @@ struct BlockSettings {
   SdarRemasking remasking = SdarRemasking::kLowConfidenceDynamic;
   BlockSampling sampling;
   int64_t block_length = 32, gen_length = 0;
-  int64_t steps = 0;                 // LLaDA2.0: iterations per block at most; SDAR: denoising steps per block
-  std::vector<int64_t> schedule;     // LLaDA2.0 / SDAR: commits per step (over block_length)
+  int64_t steps = 0;              // LLaDA2.0: iterations per block at most; SDAR: denoising steps per block
+  std::vector<int64_t> schedule;  // LLaDA2.0 / SDAR: commits per step (over block_length)
   double threshold = 0.95, editing_threshold = 0.9;
   int64_t max_post_steps = 16, num_to_transfer = 1;
   bool eos_early_stop = false;
@@ -65,7 +66,7 @@ class BlockDenoiser {
  private:
   enum class Phase { kPrefill, kDenoise, kCommit };
   void start_block();
-  void advance();            // runs the no-forward decisions until a forward is needed or the loop ends
+  void advance();              // runs the no-forward decisions until a forward is needed or the loop ends
   bool block_wants_forward();  // the loop's test at the start of an iteration
   void end_block();
   void denoise_step(std::span<const float> logits);

@@ -51,8 +51,8 @@ BlockDraw block_draw(std::span<const float> logits, const BlockSampling& s, Rng&
   const bool greedy = s.temperature <= 0;
   if (greedy) d.token = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
   const double scale = greedy || s.temperature == 1.0 ? 1.0 : 1.0 / s.temperature;
-  const std::vector<double> x =
-      greedy && s.greedy_raw_confidence ? filtered(logits, 1.0, 0, 1.0) : filtered(logits, scale, s.top_k, s.top_p);
+  const std::vector<double> x = greedy && s.greedy_raw_confidence ? filtered(logits, 1.0, 0, 1.0)
+                                                                  : filtered(logits, scale, s.top_k, s.top_p);
   const double mx = *std::max_element(x.begin(), x.end());
   double sum = 0;
   for (double l : x) sum += std::exp(l - mx);

@@ -66,8 +66,8 @@ DenoiseSettings resolve_settings(const ModelInfo& info, const GenerateParams& p)
          " is a block-diffusion family: its loops are the BlockDenoiser's (denoise/block_denoiser.h), which "
          "dllm::generate runs; infilling is not offered for it");
   if (p.block_loop != BlockLoop::kDefault)
-    fail("generate: block_loop (LLaDA2.0 / LLaDA2.1 / SDAR) needs a block-diffusion model; ", info.architecture,
-         " is not one");
+    fail("generate: block_loop (LLaDA2.0 / LLaDA2.1 / SDAR) needs a block-diffusion model; ",
+         info.architecture, " is not one");
   if (p.unmask == Unmask::kSequential)
     fail("generate: unmask 'sequential' is SDAR's remasking strategy (block-diffusion families only)");
   if (p.cache == CacheMode::kBlock)

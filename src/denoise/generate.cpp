@@ -1,5 +1,5 @@
-// dllm::generate / dllm::infill: thin drivers over a Denoiser (one request, forwards run here one after another),
-// or, for block-diffusion families (ModelInfo::block_size > 0), over one BlockDenoiser per prompt.
+// dllm::generate / dllm::infill: thin drivers over a Denoiser (one request, forwards run here one after
+// another), or, for block-diffusion families (ModelInfo::block_size > 0), over one BlockDenoiser per prompt.
 #include <chrono>
 
 #include "core/error.h"
@@ -15,7 +15,8 @@ Expected<GenerateResult> drive(Model& model, const std::vector<std::vector<int32
   return capture([&] {
     const auto start = std::chrono::steady_clock::now();
     if (model.info().block_size > 0) {
-      if (infill) fail("infill: ", model.info().architecture, " is a block-diffusion family; infilling is not offered");
+      if (infill)
+        fail("infill: ", model.info().architecture, " is a block-diffusion family; infilling is not offered");
       // The official block loops are batch-1: the prompts run one after another, each on its own grid.
       GenerateResult all;
       for (size_t row = 0; row < rows.size() && !all.cancelled; ++row) {

@@ -18,7 +18,8 @@ constexpr NamedValue<UnmaskWord> kUnmaskWords[] = {
      {Unmask::kRandom, Transfer::kTimestepBernoulli},
      "Dream's default alg: a random order, each masked position revealed with probability 1 - s/t (sets the "
      "schedule to timestep_bernoulli)"},
-    {"sequential", {Unmask::kSequential},
+    {"sequential",
+     {Unmask::kSequential},
      "SDAR: left to right, the step's count from the first mask on (block-diffusion loops only)"},
     {"low_confidence_static",
      {Unmask::kConfidence, Transfer::kUniform},
@@ -70,7 +71,8 @@ constexpr NamedValue<BlockLoop> kBlockLoopWords[] = {
      "LLaDA2.1 generate(): the same plus token-to-token editing (editing threshold, post steps); llada2's "
      "default"},
     {"sdar", BlockLoop::kSdar,
-     "SDAR block_diffusion_generate(): sequential / low_confidence_static / low_confidence_dynamic, stop ids; "
+     "SDAR block_diffusion_generate(): sequential / low_confidence_static / low_confidence_dynamic, stop "
+     "ids; "
      "sdar's default"},
 };
 
@@ -240,7 +242,8 @@ void apply_strategy(const StrategyChoice& c, GenerateParams& p) {
       throw StrategyError("threshold", "must be in (0, 1], got " + format_number(*c.threshold));
     number("threshold", Transfer::kThreshold);
     p.threshold = *c.threshold;
-    p.block_threshold = *c.threshold;  // the block loops' threshold (LLaDA2's and SDAR's own default otherwise)
+    p.block_threshold =
+        *c.threshold;  // the block loops' threshold (LLaDA2's and SDAR's own default otherwise)
   }
   if (c.factor) {
     if (!(*c.factor > 0)) throw StrategyError("factor", "must be > 0, got " + format_number(*c.factor));

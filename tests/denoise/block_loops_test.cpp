@@ -1,7 +1,8 @@
-// The block-diffusion loops (src/denoise/block_denoiser.h): the commit rules on their own, the loops on a mock
-// block-causal model (cache on = cache off, LLaDA2.1 editing and post steps, SDAR never overwriting the prompt),
-// and every deterministic case of the official LLaDA2.0 / LLaDA2.1 generate() and SDAR block_diffusion_generate()
-// (tests/data/oracle/golden/{llada2,sdar}_tiny_f32) token for token, with the block cache on and off.
+// The block-diffusion loops (src/denoise/block_denoiser.h): the commit rules on their own, the loops on a
+// mock block-causal model (cache on = cache off, LLaDA2.1 editing and post steps, SDAR never overwriting the
+// prompt), and every deterministic case of the official LLaDA2.0 / LLaDA2.1 generate() and SDAR
+// block_diffusion_generate() (tests/data/oracle/golden/{llada2,sdar}_tiny_f32) token for token, with the
+// block cache on and off.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -29,7 +30,8 @@ TEST(BlockCommit, ThresholdThenTopkFallback) {
   // Too few: the n most confident candidates.
   EXPECT_EQ(commit_threshold_topk(p, some, 0.98, 2), (std::vector<int64_t>{2, 4}));
   // n above the candidates left: only candidates (LLaDA2.0's min(n_step, #masked)).
-  EXPECT_EQ(commit_threshold_topk(p, std::vector<uint8_t>{0, 0, 0, 1, 0}, 0.98, 3), (std::vector<int64_t>{3}));
+  EXPECT_EQ(commit_threshold_topk(p, std::vector<uint8_t>{0, 0, 0, 1, 0}, 0.98, 3),
+            (std::vector<int64_t>{3}));
   // n = 0 (steps > block_length): only what is above the threshold, possibly nothing.
   EXPECT_TRUE(commit_threshold_topk(p, all, 0.995, 0).empty());
   // Ties go to the lower position.
@@ -39,7 +41,7 @@ TEST(BlockCommit, ThresholdThenTopkFallback) {
 
 TEST(BlockCommit, StaticAndSequentialNeverTakeNonCandidates) {
   const std::vector<double> p = {1, 1, 1, 1};
-  const std::vector<uint8_t> tail = {0, 0, 1, 1};  // prompt tail, then two masks
+  const std::vector<uint8_t> tail = {0, 0, 1, 1};                    // prompt tail, then two masks
   EXPECT_EQ(commit_topk(p, tail, 4), (std::vector<int64_t>{2, 3}));  // the reference's topk(4) takes all four
   EXPECT_EQ(commit_sequential(tail, 1), (std::vector<int64_t>{2}));
   EXPECT_EQ(commit_sequential(tail, 8), (std::vector<int64_t>{2, 3}));
@@ -86,9 +88,9 @@ TEST(BlockSample, GreedyConfidenceAndFilters) {
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// A mock block-causal model: the logits of absolute position i are a hash of i and of every token it sees under
-// the block-causal rule (index j visible iff j / B <= i / B). With kExtend it keeps the cached tokens in the
-// KvCache (as floats in k[0]), so cached and uncached forwards see the same context.
+// A mock block-causal model: the logits of absolute position i are a hash of i and of every token it sees
+// under the block-causal rule (index j visible iff j / B <= i / B). With kExtend it keeps the cached tokens
+// in the KvCache (as floats in k[0]), so cached and uncached forwards see the same context.
 
 uint64_t mix(uint64_t h) {
   h ^= h >> 33;
@@ -115,7 +117,8 @@ class MockBlockModel : public Model {
   const ModelInfo& info() const override { return info_; }
 
   Expected<std::vector<float>> forward(const ForwardInput& in) override {
-    if (in.batch != 1 || in.attention_block <= 0) return Expected<std::vector<float>>::failure("mock: batch 1, blocks");
+    if (in.batch != 1 || in.attention_block <= 0)
+      return Expected<std::vector<float>>::failure("mock: batch 1, blocks");
     const int64_t B = in.attention_block, n = static_cast<int64_t>(in.tokens.size());
     std::vector<int32_t> seq;  // cached tokens, then this call's
     KvCache* c = in.cache_op == CacheOp::kExtend ? in.cache : nullptr;
@@ -171,20 +174,33 @@ std::vector<LoopCase> mock_cases() {
     set(p);
     out.push_back({std::move(name), p});
   };
-  add("llada2.0", [](GenerateParams& p) { p.block_loop = BlockLoop::kLlada20, p.steps = 3, p.block_threshold = 0.1; });
-  add("llada2.0_topk", [](GenerateParams& p) { p.block_loop = BlockLoop::kLlada20, p.steps = 4, p.top_k = 2; });
-  add("llada2.0_eos_early_stop",
-      [](GenerateParams& p) { p.block_loop = BlockLoop::kLlada20, p.eos_early_stop = true, p.block_threshold = 0.05; });
-  add("llada2.1", [](GenerateParams& p) { p.block_loop = BlockLoop::kLlada21, p.block_threshold = 0.2, p.editing_threshold = 0.1; });
+  add("llada2.0",
+      [](GenerateParams& p) { p.block_loop = BlockLoop::kLlada20, p.steps = 3, p.block_threshold = 0.1; });
+  add("llada2.0_topk",
+      [](GenerateParams& p) { p.block_loop = BlockLoop::kLlada20, p.steps = 4, p.top_k = 2; });
+  add("llada2.0_eos_early_stop", [](GenerateParams& p) {
+    p.block_loop = BlockLoop::kLlada20, p.eos_early_stop = true, p.block_threshold = 0.05;
+  });
+  add("llada2.1", [](GenerateParams& p) {
+    p.block_loop = BlockLoop::kLlada21, p.block_threshold = 0.2, p.editing_threshold = 0.1;
+  });
   add("llada2.1_ntt2", [](GenerateParams& p) {
-    p.block_loop = BlockLoop::kLlada21, p.num_to_transfer = 2, p.max_post_steps = 2, p.editing_threshold = 0.05;
+    p.block_loop = BlockLoop::kLlada21, p.num_to_transfer = 2, p.max_post_steps = 2,
+    p.editing_threshold = 0.05;
   });
-  add("sdar_sequential", [](GenerateParams& p) { p.block_loop = BlockLoop::kSdar, p.unmask = Unmask::kSequential, p.steps = 2; });
+  add("sdar_sequential", [](GenerateParams& p) {
+    p.block_loop = BlockLoop::kSdar, p.unmask = Unmask::kSequential, p.steps = 2;
+  });
   add("sdar_static", [](GenerateParams& p) {
-    p.block_loop = BlockLoop::kSdar, p.unmask = Unmask::kConfidence, p.transfer = Transfer::kUniform, p.steps = 3;
+    p.block_loop = BlockLoop::kSdar, p.unmask = Unmask::kConfidence, p.transfer = Transfer::kUniform,
+    p.steps = 3;
   });
-  add("sdar_dynamic", [](GenerateParams& p) { p.block_loop = BlockLoop::kSdar, p.block_threshold = 0.1, p.stop_ids = std::vector<int32_t>{}; });
-  add("sdar_sampled", [](GenerateParams& p) { p.block_loop = BlockLoop::kSdar, p.temperature = 0.8, p.top_p = 0.9, p.seed = 5; });
+  add("sdar_dynamic", [](GenerateParams& p) {
+    p.block_loop = BlockLoop::kSdar, p.block_threshold = 0.1, p.stop_ids = std::vector<int32_t>{};
+  });
+  add("sdar_sampled", [](GenerateParams& p) {
+    p.block_loop = BlockLoop::kSdar, p.temperature = 0.8, p.top_p = 0.9, p.seed = 5;
+  });
   return out;
 }
 
@@ -215,7 +231,8 @@ TEST(BlockLoops, CachedEqualsUncachedOnAMock) {
 
 TEST(BlockLoops, Llada21EditsUntilMaxPostSteps) {
   for (int64_t post : {0, 1, 3}) {
-    MockBlockModel model("llada2", 4, 200.0f, /*oscillate=*/true, /*eos=*/false);  // p ~ 1, a new winner each call
+    MockBlockModel model("llada2", 4, 200.0f, /*oscillate=*/true,
+                         /*eos=*/false);  // p ~ 1, a new winner each call
     GenerateParams p;
     p.gen_length = 8;
     p.block_length = 4;
@@ -289,13 +306,16 @@ TEST(BlockLoops, RejectsWhatTheLoopsDoNotOffer) {
     return r.ok() ? std::string() : r.error();
   };
   EXPECT_NE(error(llada2, [](GenerateParams& p) { p.cfg_scale = 1; }).find("cfg_scale"), std::string::npos);
-  EXPECT_NE(error(llada2, [](GenerateParams& p) { p.cache = CacheMode::kDual; }).find("block"), std::string::npos);
+  EXPECT_NE(error(llada2, [](GenerateParams& p) { p.cache = CacheMode::kDual; }).find("block"),
+            std::string::npos);
   EXPECT_NE(error(llada2, [](GenerateParams& p) { p.unmask = Unmask::kSequential; }).find("sequential"),
             std::string::npos);
-  EXPECT_NE(error(sdar, [](GenerateParams& p) { p.unmask = Unmask::kMargin; }).find("remasking"), std::string::npos);
+  EXPECT_NE(error(sdar, [](GenerateParams& p) { p.unmask = Unmask::kMargin; }).find("remasking"),
+            std::string::npos);
   EXPECT_NE(error(sdar, [](GenerateParams& p) { p.transfer = Transfer::kFactor; }).find("remasking"),
             std::string::npos);
-  EXPECT_EQ(error(sdar, [](GenerateParams& p) { p.block_loop = BlockLoop::kLlada21; }), "");  // same kind of model
+  EXPECT_EQ(error(sdar, [](GenerateParams& p) { p.block_loop = BlockLoop::kLlada21; }),
+            "");  // same kind of model
   EXPECT_EQ(error(llada2, [](GenerateParams& p) { p.block_loop = BlockLoop::kSdar; }), "");
   // And the bidirectional families reject the block words.
   ModelInfo llada;
@@ -386,8 +406,9 @@ GenerateParams sdar_params(const nlohmann::json& kw) {
   }
   p.block_threshold = kw["confidence_threshold"];
   p.mask_id = kw["mask_id"];
-  p.stop_ids = kw["stopping_criteria_idx"].is_null() ? std::vector<int32_t>{}
-                                                    : kw["stopping_criteria_idx"].get<std::vector<int32_t>>();
+  p.stop_ids = kw["stopping_criteria_idx"].is_null()
+                   ? std::vector<int32_t>{}
+                   : kw["stopping_criteria_idx"].get<std::vector<int32_t>>();
   return p;
 }
 
@@ -466,8 +487,9 @@ void check_llada2_file(const std::string& file, BlockLoop loop, size_t expected_
       ASSERT_EQ(r->result.canvases.size(), 1u);
       const auto& canvas = r->result.canvases[0];
       ASSERT_GE(canvas.size(), want_canvas.size());
-      EXPECT_EQ(std::vector<int32_t>(canvas.begin(), canvas.begin() + static_cast<int64_t>(want_canvas.size())),
-                want_canvas)
+      EXPECT_EQ(
+          std::vector<int32_t>(canvas.begin(), canvas.begin() + static_cast<int64_t>(want_canvas.size())),
+          want_canvas)
           << first_difference(off.changes, llada2_trajectory(c));
       EXPECT_TRUE(std::all_of(canvas.begin() + static_cast<int64_t>(want_canvas.size()), canvas.end(),
                               [&](int32_t t) { return t == 503; }));
@@ -482,13 +504,18 @@ void check_llada2_file(const std::string& file, BlockLoop loop, size_t expected_
   EXPECT_EQ(ran, expected_cases);
 }
 
-TEST(BlockGolden, Llada20) { check_llada2_file("generate_llada2_0.json", BlockLoop::kLlada20, 6); }
-TEST(BlockGolden, Llada21) { check_llada2_file("generate_llada2_1.json", BlockLoop::kLlada21, 19); }
+TEST(BlockGolden, Llada20) {
+  check_llada2_file("generate_llada2_0.json", BlockLoop::kLlada20, 6);
+}
+TEST(BlockGolden, Llada21) {
+  check_llada2_file("generate_llada2_1.json", BlockLoop::kLlada21, 19);
+}
 
 TEST(BlockGolden, Sdar) {
   std::string error;
   auto model = load_tiny("sdar_tiny_f32", &error);
-  const auto cases = test::read_cases(test::data_path("oracle/golden/sdar_tiny_f32/block_diffusion_generate.json"));
+  const auto cases =
+      test::read_cases(test::data_path("oracle/golden/sdar_tiny_f32/block_diffusion_generate.json"));
   size_t deterministic = 0;
   for (const auto& c : cases) deterministic += c["deterministic"].get<bool>();
   ASSERT_EQ(deterministic, 10u);
@@ -550,7 +577,8 @@ TEST(BlockGolden, Sdar) {
 // The error_* cases: temperature 0 raises in the reference (NaN probabilities); for us it is greedy. The
 // reference's entropy_bounded raises too; we do not offer it.
 TEST(BlockGolden, SdarErrorCasesAreOursToDefine) {
-  const auto cases = test::read_cases(test::data_path("oracle/golden/sdar_tiny_f32/block_diffusion_generate.json"));
+  const auto cases =
+      test::read_cases(test::data_path("oracle/golden/sdar_tiny_f32/block_diffusion_generate.json"));
   int errors = 0;
   for (const auto& c : cases) {
     if (c["id"].get<std::string>().rfind("error_", 0) != 0) continue;

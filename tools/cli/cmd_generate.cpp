@@ -160,11 +160,14 @@ void setup(CLI::App& app) {
                   "Semi-autoregressive block length (0 = gen-length: one block; block-diffusion models: the "
                   "model's block size)")
       ->capture_default_str();
-  cmd->add_option("--steps", o->params.steps,
-                  "Denoising steps in total, split evenly over blocks (0 = gen-length); block-diffusion models: "
-                  "steps per block (0 = the loop's default: LLaDA2 32, SDAR block-length)")
+  cmd->add_option(
+         "--steps", o->params.steps,
+         "Denoising steps in total, split evenly over blocks (0 = gen-length); block-diffusion models: "
+         "steps per block (0 = the loop's default: LLaDA2 32, SDAR block-length)")
       ->capture_default_str();
-  cmd->add_option("--temperature", o->params.temperature, "Sampling temperature (0 = argmax; LLaDA: Gumbel-max, block-diffusion models: filtered softmax)")
+  cmd->add_option(
+         "--temperature", o->params.temperature,
+         "Sampling temperature (0 = argmax; LLaDA: Gumbel-max, block-diffusion models: filtered softmax)")
       ->capture_default_str();
   cmd->add_option("--cfg-scale", o->params.cfg_scale, "Classifier-free guidance scale (0 = off)")
       ->capture_default_str();
@@ -182,7 +185,8 @@ void setup(CLI::App& app) {
   cmd->add_option("--dtype", o->dtype, kDtypeHelp)->capture_default_str();
   cmd->add_option("-t,--threads", o->threads, "Threads (0 = all cores)")->capture_default_str();
   cmd->add_flag("--json", o->json,
-                "Print one JSON object: {outputs: [[ids] per row], forwards, seconds, tokens_per_second} (block-diffusion "
+                "Print one JSON object: {outputs: [[ids] per row], forwards, seconds, tokens_per_second} "
+                "(block-diffusion "
                 "models: also canvas, each row's whole final canvas, prompt and mask ids included)");
   cmd->add_flag("-q,--quiet", o->quiet, "No status lines on stderr");
   cmd->add_flag(

@@ -48,9 +48,10 @@ void add_denoise_flags(CLI::App* cmd, GenerateParams& p, DenoiseFlags& f) {
                       "; default: the family's (llada2: llada2.1, sdar: sdar)");
   cmd->add_option("--minimal-topk", p.minimal_topk, "LLaDA2: steps per block = min(steps, gen-length / this)")
       ->capture_default_str();
-  cmd->add_flag("--eos-early-stop", p.eos_early_stop,
-                "LLaDA2: stop once an EOS is committed with nothing masked before it (2.0: within a block; 2.1: "
-                "after the block)");
+  cmd->add_flag(
+      "--eos-early-stop", p.eos_early_stop,
+      "LLaDA2: stop once an EOS is committed with nothing masked before it (2.0: within a block; 2.1: "
+      "after the block)");
   cmd->add_option("--editing-threshold", p.editing_threshold,
                   "LLaDA2.1: a decoded token of the current block is replaced when the new one's p > this")
       ->capture_default_str();
