@@ -53,7 +53,7 @@ TEST(DenoiseFlags, UnknownWordsNameTheFlagAndListTheWords) {
               "--" + std::string(key) + ": 'magic' is not one of " + unmask_axis().accepted());
   EXPECT_EQ(error_of({"--schedule", "fast"}),
             "--schedule: 'fast' is not one of " + transfer_axis().accepted());
-  EXPECT_EQ(error_of({"--cache", "all"}), "--cache: 'all' is not one of none, prefix, dual");
+  EXPECT_EQ(error_of({"--cache", "all"}), "--cache: 'all' is not one of none, prefix, dual, block");
   EXPECT_EQ(error_of({"--threshold", "0.5", "--factor", "1"}).rfind("--factor: ", 0), 0u);
   EXPECT_EQ(error_of({"--alg", "origin", "--unmask", "margin"})
                 .rfind("--alg: 'origin' contradicts unmask 'margin'", 0),
