@@ -27,7 +27,7 @@ BatchedLogits forward_plans(Model& model, std::span<const ForwardPlan* const> pl
     from = std::min(from, p->logits_from);
   }
   const int64_t rows = out.rows, len = out.len;
-  std::vector<int32_t> tokens(rows * len, model.info().mask_id);
+  std::vector<int32_t> tokens(rows * len, std::max(0, model.info().mask_id));  // padding: any valid id
   std::vector<int64_t> positions(rows * len, 0);
   std::vector<uint8_t> valid(rows * len, 0);
   int64_t r0 = 0;

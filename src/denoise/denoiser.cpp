@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <tuple>
 
 #include "core/error.h"
 #include "denoise/sampler.h"
@@ -147,8 +148,27 @@ DenoiseSettings resolve_settings(const ModelInfo& info, const GenerateParams& p)
   return s;
 }
 
-Denoiser::Denoiser(const ModelInfo& info, const std::vector<std::vector<int32_t>>& prompts,
+ModelInfo with_token_overrides(const ModelInfo& info, const GenerateParams& params) {
+  ModelInfo out = info;
+  for (auto [name, id, field] : {std::tuple{"mask_id", params.mask_id, &out.mask_id},
+                                 std::tuple{"eos_id", params.eos_id, &out.eos_id}}) {
+    if (id == -1) continue;
+    if (id < 0 || id >= info.vocab_size)
+      fail("generate: ", name, " ", id, " is outside the vocabulary [0, ", info.vocab_size, ")");
+    *field = id;
+  }
+  if (out.mask_id < 0)
+    fail(info.path, ": the model's files name no [MASK] id (no mask_token_id in config.json, no <|mask|> in "
+                    "tokenizer.json); give it (--mask-id / GenerateParams::mask_id)");
+  return out;
+}
+
+Denoiser::Denoiser(const ModelInfo& model_info, const std::vector<std::vector<int32_t>>& prompts,
                    const GenerateParams& params, bool infill)
+    : Denoiser(with_token_overrides(model_info, params), prompts, params, infill, 0) {}
+
+Denoiser::Denoiser(const ModelInfo& info, const std::vector<std::vector<int32_t>>& prompts,
+                   const GenerateParams& params, bool infill, int)
     : info_(info),
       params_(effective_params(info, prompts, params, infill)),
       s_(resolve_settings(info, params_)) {

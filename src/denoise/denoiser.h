@@ -61,6 +61,10 @@ struct DenoiseSettings {
 };
 DenoiseSettings resolve_settings(const ModelInfo& info, const GenerateParams& params);
 
+// The model's info with GenerateParams::mask_id / eos_id put in (the official generate()s take them as
+// arguments); fails naming the value when one is outside the vocabulary, or when no mask id is known at all.
+ModelInfo with_token_overrides(const ModelInfo& info, const GenerateParams& params);
+
 class Denoiser {
  public:
   // infill = false: each row is a prompt; the canvas is the left-padded prompt + params.gen_length masks.
@@ -99,6 +103,9 @@ class Denoiser {
   StepCounts step_counts(const Eligible& e) const;
   std::vector<int64_t> choose(int64_t row, const Eligible& e, const StepCounts& n) const;
 
+  // The constructor proper, on the info with the token overrides applied.
+  Denoiser(const ModelInfo& info, const std::vector<std::vector<int32_t>>& prompts, const GenerateParams& params,
+           bool infill, int);
   void init_infill(const std::vector<std::vector<int32_t>>& canvases);
   void start_block();
   int64_t block_begin(int64_t row) const;  // canvas range of the row's current block

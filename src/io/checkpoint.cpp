@@ -22,6 +22,12 @@ std::string shape_string(const std::vector<int64_t>& shape) {
 
 }  // namespace
 
+Checkpoint::Checkpoint(std::string label, nlohmann::json config, nlohmann::json generation_config)
+    : dir_(std::move(label)), config_(std::move(config)), generation_config_(std::move(generation_config)) {
+  if (!config_.is_object()) fail(dir_, "/config.json: must be a JSON object");
+  if (!generation_config_.is_object()) fail(dir_, "/generation_config.json: must be a JSON object");
+}
+
 Checkpoint::Checkpoint(const std::string& dir) : dir_(dir) {
   if (!is_directory(dir)) fail(dir, ": not a directory (expected a Hugging Face model directory)");
   config_ = read_json_file(dir + "/config.json");

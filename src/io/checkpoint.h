@@ -17,6 +17,9 @@ class Checkpoint {
  public:
   // Opens and validates every shard; throws dllm::Error naming the file and tensor or field.
   explicit Checkpoint(const std::string& dir);
+  // A configuration without tensors (the random models of `dllm bench`: a real config.json, random weights).
+  // `label` stands for the directory in messages.
+  Checkpoint(std::string label, nlohmann::json config, nlohmann::json generation_config);
 
   const std::string& dir() const { return dir_; }
   const nlohmann::json& config() const { return config_; }

@@ -4,6 +4,8 @@
 #include <omp.h>
 
 #include <chrono>
+#include <cstdint>
+#include <vector>
 
 namespace dllm {
 
@@ -69,6 +71,33 @@ double measure_f32_fma_peak_gflops(double seconds) {
 #pragma omp parallel reduction(+ : total_flops)
   total_flops += wide ? fma_flops_avx512(seconds) : fma_flops_avx2(seconds);
   return total_flops / elapsed_since(start) / 1e9;
+}
+
+double measure_memory_read_gbs(double seconds) {
+  const size_t n = (size_t{256} << 20) / sizeof(float);
+  std::vector<float> buffer(n);
+#pragma omp parallel for schedule(static)
+  for (size_t i = 0; i < n; ++i) buffer[i] = static_cast<float>(i & 1023);  // first touch by its reader
+  double bytes = 0, sink = 0;
+  const auto start = std::chrono::steady_clock::now();
+  while (elapsed_since(start) < seconds) {
+    double pass = 0;
+#pragma omp parallel for schedule(static) reduction(+ : pass)
+    for (size_t c = 0; c < n; c += 4096) {
+      __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+      for (size_t i = c; i < c + 4096; i += 16) {
+        acc0 = _mm256_add_ps(acc0, _mm256_loadu_ps(buffer.data() + i));
+        acc1 = _mm256_add_ps(acc1, _mm256_loadu_ps(buffer.data() + i + 8));
+      }
+      alignas(32) float lanes[8];
+      _mm256_store_ps(lanes, _mm256_add_ps(acc0, acc1));
+      for (float v : lanes) pass += v;
+    }
+    sink += pass;
+    bytes += static_cast<double>(n * sizeof(float));
+  }
+  const double gbs = bytes / elapsed_since(start) / 1e9;
+  return sink == -1.0 ? gbs + 1 : gbs;  // keeps the sums alive
 }
 
 }  // namespace dllm

@@ -9,4 +9,8 @@ double measure_f32_fma_peak_gflops(double seconds = 0.3);
 // Which FMA measure_f32_fma_peak_gflops uses here: "AVX-512" or "AVX2".
 const char* f32_fma_peak_isa();
 
+// Memory read bandwidth over all OpenMP threads, in GB/s: every thread sums its part of a buffer far larger
+// than the caches (256 MiB), repeatedly for `seconds`. What a matmul streaming its weights from memory can reach.
+double measure_memory_read_gbs(double seconds = 0.5);
+
 }  // namespace dllm

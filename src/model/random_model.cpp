@@ -1,23 +1,70 @@
 #include "model/random_model.h"
 
+#include <algorithm>
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "core/error.h"
+#include "io/checkpoint.h"
+#include "kernels/quant/linear_q8.h"
 #include "kernels/linear.h"
 #include "model/family.h"
 #include "model/precision.h"
 
 namespace dllm {
 
+// The sizes of released checkpoints, as their config.json files give them (LLaDA2: inclusionAI/dFactory's
+// llada2_mini config.json; SDAR: the Qwen3-4B / Qwen3-8B sizes of SDAR-4B/8B-Chat).
 const std::vector<ModelShape>& known_shapes() {
   static const std::vector<ModelShape> kShapes = {
-      {"llada-8b", "llada", 4096, 32, 32, 32, 12288, 126464},
-      {"dream-7b", "dream", 3584, 28, 28, 4, 18944, 152064},
-      {"llada-1b", "llada", 2048, 16, 16, 16, 5632, 126464},
-      {"llada-tiny", "llada", 128, 3, 4, 4, 384, 512},
+      {"llada-8b", "llada",
+       R"({"d_model": 4096, "n_layers": 32, "n_heads": 32, "n_kv_heads": 32, "mlp_hidden_size": 12288,
+           "vocab_size": 126464, "rope_theta": 500000.0, "mask_token_id": 126336, "max_sequence_length": 4096})"},
+      {"dream-7b", "dream",
+       R"({"hidden_size": 3584, "num_hidden_layers": 28, "num_attention_heads": 28, "num_key_value_heads": 4,
+           "intermediate_size": 18944, "vocab_size": 152064, "rope_theta": 1000000.0, "mask_token_id": 151666,
+           "eos_token_id": 151643, "max_position_embeddings": 131072})"},
+      {"llada-1b", "llada",
+       R"({"d_model": 2048, "n_layers": 16, "n_heads": 16, "n_kv_heads": 16, "mlp_hidden_size": 5632,
+           "vocab_size": 126464, "rope_theta": 500000.0, "mask_token_id": 126336})"},
+      {"llada-tiny", "llada",
+       R"({"d_model": 128, "n_layers": 3, "n_heads": 4, "n_kv_heads": 4, "mlp_hidden_size": 384,
+           "vocab_size": 512, "mask_token_id": 511})"},
+      {"llada2-mini", "llada2",
+       R"({"num_hidden_layers": 20, "hidden_size": 2048, "intermediate_size": 5120, "first_k_dense_replace": 1,
+           "hidden_act": "silu", "max_position_embeddings": 16384, "model_type": "llada2_moe",
+           "moe_intermediate_size": 512, "norm_topk_prob": true, "num_experts_per_tok": 8, "norm_head": false,
+           "num_attention_heads": 16, "num_experts": 256, "num_key_value_heads": 4, "rope_theta": 600000,
+           "rope_scaling": null, "tie_word_embeddings": false, "use_bias": false, "use_rmsnorm": true,
+           "rms_norm_eps": 1e-06, "head_dim": 128, "num_shared_experts": 1, "use_qkv_bias": false,
+           "vocab_size": 157184, "rotary_dim": 64, "moe_router_enable_expert_bias": true,
+           "routed_scaling_factor": 2.5, "n_group": 8, "topk_group": 4, "score_function": "sigmoid",
+           "pad_token_id": 156892, "partial_rotary_factor": 0.5, "use_sliding_window": false})"},
+      {"llada2-tiny", "llada2",
+       R"({"num_hidden_layers": 3, "hidden_size": 128, "intermediate_size": 256, "first_k_dense_replace": 1,
+           "moe_intermediate_size": 64, "num_experts_per_tok": 2, "num_attention_heads": 4, "num_experts": 8,
+           "num_key_value_heads": 2, "head_dim": 32, "num_shared_experts": 1, "vocab_size": 512,
+           "n_group": 2, "topk_group": 1, "routed_scaling_factor": 2.5, "partial_rotary_factor": 0.5,
+           "rope_theta": 600000, "mask_token_id": 503, "eos_token_id": 500})"},
+      {"sdar-4b", "sdar",
+       R"({"hidden_size": 2560, "intermediate_size": 9728, "num_hidden_layers": 36, "num_attention_heads": 32,
+           "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151936, "rope_theta": 1000000,
+           "rms_norm_eps": 1e-06, "tie_word_embeddings": true, "block_size": 4, "mask_token_id": 151669,
+           "bos_token_id": 151643, "eos_token_id": 151643, "max_position_embeddings": 32768})"},
+      {"sdar-8b", "sdar",
+       R"({"hidden_size": 4096, "intermediate_size": 12288, "num_hidden_layers": 36, "num_attention_heads": 32,
+           "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151936, "rope_theta": 1000000,
+           "rms_norm_eps": 1e-06, "tie_word_embeddings": false, "block_size": 4, "mask_token_id": 151669,
+           "bos_token_id": 151643, "eos_token_id": 151643, "max_position_embeddings": 32768})"},
   };
   return kShapes;
+}
+
+std::string shape_names() {
+  std::string names;
+  for (const auto& s : known_shapes()) names += (names.empty() ? "" : ", ") + s.name;
+  return names;
 }
 
 const ModelShape& find_shape(const std::string& name) {
@@ -49,40 +96,37 @@ std::vector<float> random_vector(std::mt19937_64& rng, size_t n, float stddev) {
 }  // namespace
 
 std::shared_ptr<Model> make_random_model(const ModelShape& shape, int64_t n_layers, Precision precision,
-                                         uint64_t seed) {
+                                         uint64_t seed, bool q8) {
   const Family* family = find_family(shape.family);
   if (!family) fail("model shape '", shape.name, "': unknown family '", shape.family, "'");
-  TransformerConfig c;
+  nlohmann::json config = nlohmann::json::parse(shape.config);
+  const Checkpoint described("shape " + shape.name, config, nlohmann::json::object());
+  TransformerConfig c = family->parse_hf_config(described);
   ModelInfo& m = c.info;
   m.path = "random:" + shape.name;
-  m.architecture = family->name;
-  m.d_model = shape.d_model;
-  m.n_layers = n_layers > 0 ? n_layers : shape.n_layers;
-  m.n_heads = shape.n_heads;
-  m.n_kv_heads = shape.n_kv_heads;
-  m.head_dim = shape.d_model / shape.n_heads;
-  m.ffn_hidden = shape.ffn_hidden;
-  m.vocab_size = shape.vocab_size;
-  m.max_seq_len = 1 << 16;
-  m.mask_id = static_cast<int32_t>(shape.vocab_size - 1);
-  m.eos_id = m.pad_id = static_cast<int32_t>(shape.vocab_size - 2);
-  m.shift_logits = family->shift_logits;
+  if (n_layers > 0) m.n_layers = n_layers;
+  m.max_seq_len = std::max<int64_t>(m.max_seq_len, 1 << 16);
+  if (m.mask_id < 0) m.mask_id = static_cast<int32_t>(m.vocab_size - 1);
   const ComputeType ct = precision == Precision::kF32 ? ComputeType::kF32 : ComputeType::kBF16;
   m.precision = precision == Precision::kF32 ? Precision::kF32 : Precision::kBF16;
   m.precision_reason = precision == Precision::kAuto
                            ? "auto: random weights held as bf16, as a real checkpoint"
                            : std::string("requested (--dtype ") + precision_name(precision) + ")";
-  for (const TensorSpec& spec : family->tensors) c.qkv_bias |= spec.role == TensorRole::kQBias;
-  c.rope_theta = 500000.0f;
+  if (q8) m.precision_reason += "; matrices in 8 bits (Q8_0)";
 
   std::mt19937_64 rng(seed);
   TransformerWeights w;
-  auto random_tensor = [&](TensorRole role) {
+  auto numel = [&](TensorRole role) {
     int64_t n = 1;
     for (int64_t s : tensor_shape(role, c)) n *= s;
-    return random_vector(rng, static_cast<size_t>(n), 0.02f);
+    return static_cast<size_t>(n);
   };
-  auto emb = random_tensor(TensorRole::kEmbedding);
+  // A matrix from random f32 rows: f32/bf16 Linear, or Q8_0 (the router stays f32, as loaded from a file).
+  auto matrix = [&](const float* rows, int64_t out, int64_t in, bool keep_f32) -> MatMul {
+    if (q8 && !keep_f32 && in % 32 == 0) return quant::LinearQ8::from_f32(rows, out, in);
+    return Linear(rows, DType::kF32, out, in, keep_f32 ? ComputeType::kF32 : ct);
+  };
+  auto emb = random_vector(rng, numel(TensorRole::kEmbedding), 0.02f);
   w.owned_embedding_data = std::make_shared<std::vector<uint8_t>>(emb.size() * 4);
   std::memcpy(w.owned_embedding_data->data(), emb.data(), emb.size() * 4);
   w.owned_embedding = std::make_shared<TensorView>();
@@ -92,23 +136,40 @@ std::shared_ptr<Model> make_random_model(const ModelShape& shape, int64_t n_laye
   w.owned_embedding->data = w.owned_embedding_data->data();
   w.owned_embedding->nbytes = w.owned_embedding_data->size();
   w.embedding = w.owned_embedding.get();
-  w.layers.resize(static_cast<size_t>(m.n_layers));
-  for (auto& L : w.layers)
+  for (int64_t i = 0; i < m.n_layers; ++i) {
+    LayerWeights& L = w.layers.emplace_back(make_layer(c, i));
     for (const TensorSpec& spec : family->tensors) {
-      if (!is_per_layer(spec.role) || !tensor_present(spec, c)) continue;
-      const auto shape = tensor_shape(spec.role, c);
-      if (MatMul* mat = layer_matrix(L, spec.role)) {
-        const auto v = random_tensor(spec.role);
-        *mat = Linear(v.data(), DType::kF32, shape[0], shape[1], ct);
-      } else if (spec.role == TensorRole::kAttnNorm || spec.role == TensorRole::kFfnNorm) {
-        layer_vector(L, spec.role)->assign(static_cast<size_t>(shape[0]), 1.0f);
+      if (!is_per_layer(spec.role) || !tensor_present(spec, c, i)) continue;
+      const auto dims = tensor_shape(spec.role, c);
+      if (spec.role == TensorRole::kQKV) {
+        const auto v = random_vector(rng, numel(spec.role), 0.02f);
+        const auto ranges = split_qkv_rows(c);
+        MatMul* parts[3] = {&L.q, &L.k, &L.v};
+        for (int p = 0; p < 3; ++p)
+          *parts[p] = matrix(v.data() + ranges[p].first * dims[1], ranges[p].count, dims[1], false);
+      } else if (std::vector<MatMul>* experts = layer_experts(L, spec.role)) {
+        for (auto& e : *experts) {
+          const auto v = random_vector(rng, numel(spec.role), 0.02f);
+          e = matrix(v.data(), dims[0], dims[1], false);
+        }
+      } else if (MatMul* mat = layer_matrix(L, spec.role)) {
+        const auto v = random_vector(rng, numel(spec.role), 0.02f);
+        *mat = matrix(v.data(), dims[0], dims[1], spec.role == TensorRole::kRouter);
+      } else if (spec.role == TensorRole::kAttnNorm || spec.role == TensorRole::kFfnNorm ||
+                 spec.role == TensorRole::kQNorm || spec.role == TensorRole::kKNorm) {
+        layer_vector(L, spec.role)->assign(static_cast<size_t>(dims[0]), 1.0f);
       } else {
-        *layer_vector(L, spec.role) = random_tensor(spec.role);
+        *layer_vector(L, spec.role) = random_vector(rng, numel(spec.role), 0.02f);
       }
     }
+  }
   w.final_norm.assign(static_cast<size_t>(m.d_model), 1.0f);
-  const auto head = random_tensor(TensorRole::kHead);
-  w.head = Linear(head.data(), DType::kF32, m.vocab_size, m.d_model, ct);
+  if (c.tied_head) {
+    w.head = matrix(emb.data(), m.vocab_size, m.d_model, false);
+  } else {
+    const auto head = random_vector(rng, numel(TensorRole::kHead), 0.02f);
+    w.head = matrix(head.data(), m.vocab_size, m.d_model, false);
+  }
   m.n_params = count_params(*family, c);
   return std::make_shared<Transformer>(std::move(c), nullptr, std::move(w));
 }

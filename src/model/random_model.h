@@ -1,5 +1,6 @@
 // Models of a named shape with random weights, for benchmarks of real sizes that are not on disk
-// (`dllm bench --shape llada-8b --layers 2`).
+// (`dllm bench --shape llada2-mini --layers 2`). A shape is the model's real config.json, read by its family's
+// parser, so a random model has exactly the structure of the checkpoint (experts, fused QKV, dense layers, ...).
 #pragma once
 
 #include <memory>
@@ -12,17 +13,18 @@ namespace dllm {
 
 struct ModelShape {
   std::string name;
-  std::string family;  // registry name: its tensor table gives the weights
-  int64_t d_model, n_layers, n_heads, n_kv_heads, ffn_hidden, vocab_size;
+  std::string family;  // registry name: its config parser and tensor table give the model
+  std::string config;  // config.json text (the real checkpoint's sizes)
 };
 
-const std::vector<ModelShape>& known_shapes();  // llada-8b, dream-7b, llada-tiny, ...
+const std::vector<ModelShape>& known_shapes();  // llada-8b, dream-7b, llada2-mini, sdar-8b, ...
 const ModelShape& find_shape(const std::string& name);  // error lists the known names
+std::string shape_names();                              // "llada-8b, dream-7b, ..."
 
-// Every tensor of the family's table: matrices and biases uniform with std 0.02, norms 1, weights held as
-// `precision` (kAuto = bf16, the default of a real checkpoint of these sizes). n_layers overrides the shape's layer
-// count when > 0.
+// Every tensor of the family's table: matrices, biases and expert biases uniform with std 0.02, norms 1, weights
+// held as `precision` (kAuto = bf16, the default of a real checkpoint of these sizes), or in 8 bits (Q8_0,
+// quantised here) when q8. n_layers overrides the config's layer count when > 0.
 std::shared_ptr<Model> make_random_model(const ModelShape& shape, int64_t n_layers, Precision precision,
-                                         uint64_t seed);
+                                         uint64_t seed, bool q8 = false);
 
 }  // namespace dllm

@@ -1,12 +1,14 @@
 #include "model/transformer.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <numeric>
 
 #include "cache/kv_cache.h"
 #include "core/error.h"
+#include "kernels/profile.h"
 
 namespace dllm {
 
@@ -321,10 +323,15 @@ void Transformer::mixture_of_experts(const MoeWeights& w, int64_t n, float* x) {
 
   // y = Σ weight · expert(h) + shared(h), then x += y (the reference's order of the sums).
   expert_out_.assign(static_cast<size_t>(n * d), 0.0f);
+  const auto experts_start = std::chrono::steady_clock::now();
   for (int64_t e = 0; e < E; ++e) {
     const auto& tokens = by_expert[e];
     if (tokens.empty()) continue;
     const int64_t m = static_cast<int64_t>(tokens.size()), width = w.gate[e].out_features();
+    moe_stats_.experts_run += 1;
+    moe_stats_.expert_bytes +=
+        static_cast<double>(w.gate[e].weight_bytes() + w.up[e].weight_bytes() + w.down[e].weight_bytes());
+    moe_stats_.expert_flops += 2.0 * 3.0 * static_cast<double>(m * width * d);
     expert_in_.resize(static_cast<size_t>(m * d));
     for (int64_t i = 0; i < m; ++i) std::copy_n(h_.data() + tokens[i].first * d, d, expert_in_.data() + i * d);
     w.gate[e].forward(expert_in_.data(), m, gate_.data());
@@ -339,6 +346,9 @@ void Transformer::mixture_of_experts(const MoeWeights& w, int64_t n, float* x) {
       for (int64_t j = 0; j < d; ++j) y[j] += weight * p[j];
     }
   }
+  if (KernelProfile::enabled)
+    moe_stats_.expert_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - experts_start).count();
   if (w.shared_gate.out_features() > 0) {
     const int64_t width = w.shared_gate.out_features();
     w.shared_gate.forward(h_.data(), n, gate_.data());

@@ -89,6 +89,17 @@ class Transformer final : public Model {
   // Matrices held in 8 bits, of all matrices (the head included).
   int64_t q8_matrices() const;
   int64_t matrices() const;
+  const TransformerConfig& config() const { return config_; }
+
+  // What the mixture-of-experts layers did since reset (for `dllm bench`): expert matmuls run (one per chosen
+  // (layer, expert) pair and forward), the bytes of those experts' weights, the multiply-adds x2 on them, and the
+  // time in the routed experts (gather, three matmuls, weighted scatter) when KernelProfile is on.
+  struct MoeStats {
+    int64_t experts_run = 0;
+    double expert_bytes = 0, expert_flops = 0, expert_seconds = 0;
+  };
+  const MoeStats& moe_stats() const { return moe_stats_; }
+  void reset_moe_stats() { moe_stats_ = {}; }
 
  private:
   std::vector<float> run(const ForwardInput& input);
@@ -104,6 +115,7 @@ class Transformer final : public Model {
   std::mutex mutex_;  // one forward at a time; the scratch buffers below are reused across calls
   std::vector<float> x_, h_, q_, k_, v_, att_, gate_, up_;
   std::vector<float> router_, expert_in_, expert_out_;  // MoE scratch
+  MoeStats moe_stats_;
 };
 
 }  // namespace dllm

@@ -19,7 +19,7 @@ TextCodec TextCodec::load(const std::string& dir, const ModelInfo& info) {
   c.tokenizer_ = load_model_tokenizer(dir, &gguf_chat);
   // A tokenizer given apart from the model (serve --tokenizer) may name the end-of-turn token the model's
   // config does not.
-  for (const char* name : {"<|eot_id|>", "<|im_end|>"})
+  for (const char* name : {"<|eot_id|>", "<|im_end|>", "<|role_end|>"})
     if (c.eot_id_ < 0)
       if (auto id = c.tokenizer_->token_to_id(name)) c.eot_id_ = *id;
   if (gguf_chat) {

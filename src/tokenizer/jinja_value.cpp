@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
+
+#include "core/error.h"
 
 namespace dllm::jinja {
 
@@ -34,8 +37,13 @@ Value value_from_json(const J& j) {
       return Value(j.template get<bool>());
     case J::value_t::number_integer:
       return Value(j.template get<int64_t>());
-    case J::value_t::number_unsigned:
-      return Value(static_cast<int64_t>(j.template get<uint64_t>()));
+    case J::value_t::number_unsigned: {
+      // Python keeps any integer exactly; ours are int64, so a larger one is refused rather than wrapped.
+      const uint64_t u = j.template get<uint64_t>();
+      if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+        fail("chat template: integer ", u, " is beyond the signed 64-bit range templates can hold");
+      return Value(static_cast<int64_t>(u));
+    }
     case J::value_t::number_float:
       return Value(j.template get<double>());
     case J::value_t::string:

@@ -16,6 +16,7 @@
 #include "kernels/peak.h"
 #include "kernels/profile.h"
 #include "model/random_model.h"
+#include "cache/kv_cache.h"
 #include "model/transformer.h"
 
 namespace dllm::cli {
@@ -28,6 +29,7 @@ struct BenchOptions {
   int64_t tokens = 256;
   int64_t batch = 1;
   int64_t logits_from = 0;
+  int64_t context = 0;
   int repeat = 5;
   std::string dtype = "auto";
   int threads = 0;
@@ -45,12 +47,23 @@ struct FlopCount {
   double total() const { return linear + attention + head; }
 };
 
-FlopCount count_flops(const ModelInfo& m, int64_t batch, int64_t seq, int64_t logits_from) {
+// Mixture-of-experts layers count the active parameters: the router, the chosen experts and the shared one.
+// `context` cached positions add to the keys each query attends to.
+FlopCount count_flops(const TransformerConfig& c, int64_t batch, int64_t seq, int64_t logits_from,
+                      int64_t context) {
+  const ModelInfo& m = c.info;
   const double n = static_cast<double>(batch * seq), d = m.d_model;
   const double q_dim = m.n_heads * m.head_dim, kv_dim = m.n_kv_heads * m.head_dim;
   FlopCount f;
-  f.linear = 2.0 * n * m.n_layers * (d * (q_dim + 2 * kv_dim) + q_dim * d + 3.0 * d * m.ffn_hidden);
-  f.attention = 4.0 * batch * static_cast<double>(seq) * seq * q_dim * m.n_layers;
+  for (int64_t l = 0; l < m.n_layers; ++l) {
+    double per_token = d * (q_dim + 2 * kv_dim) + q_dim * d;
+    if (c.is_moe_layer(l))
+      per_token += d * c.moe.experts + 3.0 * d * c.moe.expert_ffn * (c.moe.used + c.moe.shared);
+    else
+      per_token += 3.0 * d * m.ffn_hidden;
+    f.linear += 2.0 * n * per_token;
+  }
+  f.attention = 4.0 * batch * static_cast<double>(seq) * static_cast<double>(context + seq) * q_dim * m.n_layers;
   f.head = 2.0 * batch * (seq - logits_from) * d * m.vocab_size;
   return f;
 }
@@ -66,9 +79,14 @@ void run_bench(const BenchOptions& o) {
     model = load_model_or_throw(o.model, requested, o.threads, o.json);
   } else {
     if (!o.json) std::fprintf(stderr, "dllm: building random model '%s'...\n", o.shape.c_str());
-    model = make_random_model(find_shape(o.shape), o.layers, requested, 1234);
+    model = make_random_model(find_shape(o.shape), o.layers, requested, 1234,
+                              parse_weights(weights_flag()) == WeightFormat::kQ8);
   }
   const ModelInfo& mi = model->info();
+  auto* transformer = dynamic_cast<Transformer*>(model.get());
+  if (!transformer) fail("dllm bench: the model is not a Transformer");
+  if (o.context < 0) fail("--context must be >= 0");
+  if (o.context > 0 && o.batch != 1) fail("--context (the block cache) runs one row: use --batch 1");
   const std::string load = loadavg();
   const double load1 = load.empty() ? 0.0 : std::stod(load);
   const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
@@ -91,7 +109,27 @@ void run_bench(const BenchOptions& o) {
   in.tokens = tokens;
   in.batch = o.batch;
   in.logits_from = o.logits_from;
+  // --context: a block step of the exact block cache: `context` positions computed once (kExtend, appended),
+  // then each timed forward runs only the block against them (kExtend without appending).
+  KvCache cache;
+  std::vector<int32_t> context_tokens(static_cast<size_t>(o.context));
+  for (size_t i = 0; i < context_tokens.size(); ++i)
+    context_tokens[i] = static_cast<int32_t>((i * 104729 + 7) % mi.vocab_size);
+  if (o.context > 0) {
+    ForwardInput prefill;
+    prefill.tokens = context_tokens;
+    prefill.cache = &cache;
+    prefill.cache_op = CacheOp::kExtend;
+    prefill.cache_append = o.context;
+    prefill.logits_from = o.context - 1;
+    if (!o.json) std::fprintf(stderr, "dllm: prefilling %lld cached positions...\n", static_cast<long long>(o.context));
+    model->forward(prefill).value();
+    in.cache = &cache;
+    in.cache_op = CacheOp::kExtend;
+    in.cache_append = 0;
+  }
   model->forward(in).value();  // warm-up: primitive creation, page faults
+  transformer->reset_moe_stats();
 
   std::vector<double> times;
   KernelProfile::reset();
@@ -108,7 +146,7 @@ void run_bench(const BenchOptions& o) {
   const bool bf16_math = mi.precision == Precision::kBF16 && bf16_matmul_supported();
   const double peak = bf16_math ? 2 * peak_f32 : peak_f32;
   const double t = median(times);
-  const FlopCount flops = count_flops(mi, o.batch, o.tokens, o.logits_from);
+  const FlopCount flops = count_flops(transformer->config(), o.batch, o.tokens, o.logits_from, o.context);
   const double gflops = flops.total() / t / 1e9;
   const double tok_s = static_cast<double>(o.batch * o.tokens) / t;
   const double total_measured = std::accumulate(times.begin(), times.end(), 0.0);
@@ -123,9 +161,26 @@ void run_bench(const BenchOptions& o) {
   const double matmul_gflops = (flops.linear + flops.head) / (KernelProfile::seconds[0] / o.repeat) / 1e9;
 
   // How the matrices are held and who multiplies them: GGUF weights may run in 8 bits (all or some matrices).
-  const auto* transformer = dynamic_cast<const Transformer*>(model.get());
-  const int64_t q8 = transformer ? transformer->q8_matrices() : 0;
-  const int64_t matrices = transformer ? transformer->matrices() : 0;
+  const int64_t q8 = transformer->q8_matrices();
+  const int64_t matrices = transformer->matrices();
+
+  // Mixture of experts: the routed experts' share, the bytes of expert weights they read and that rate against
+  // this machine's measured memory bandwidth (a block of 32 tokens touches most experts once: weight-bound).
+  const Transformer::MoeStats& moe = transformer->moe_stats();
+  nlohmann::json experts = nullptr;
+  double bandwidth = 0;
+  if (moe.experts_run > 0) {
+    bandwidth = measure_memory_read_gbs(0.5);
+    const double per_forward = moe.expert_seconds / o.repeat;
+    experts = {{"experts_run_per_forward", static_cast<double>(moe.experts_run) / o.repeat},
+               {"expert_gb_per_forward", moe.expert_bytes / o.repeat / 1e9},
+               {"expert_seconds_per_forward", per_forward},
+               {"expert_time_fraction", moe.expert_seconds / total_measured},
+               {"expert_gb_per_s", moe.expert_bytes / moe.expert_seconds / 1e9},
+               {"expert_gflops", moe.expert_flops / moe.expert_seconds / 1e9},
+               {"memory_read_gb_per_s_measured", bandwidth},
+               {"expert_fraction_of_bandwidth", moe.expert_bytes / moe.expert_seconds / 1e9 / bandwidth}};
+  }
   std::string weights = dtype_label(mi.precision);
   std::string backend = bf16_math ? "oneDNN" : matmul_backend_name(f32_matmul_backend());
   std::string products = bf16_math ? "bf16" : "f32";
@@ -151,6 +206,8 @@ void run_bench(const BenchOptions& o) {
                           {"batch", o.batch},
                           {"tokens", o.tokens},
                           {"logits_from", o.logits_from},
+                          {"context", o.context},
+                          {"experts", experts},
                           {"seconds_median", t},
                           {"seconds_all", times},
                           {"tokens_per_second", tok_s},
@@ -183,6 +240,17 @@ void run_bench(const BenchOptions& o) {
               bf16_math ? "bf16 (2x f32 FMA)" : "f32 FMA", f32_fma_peak_isa(), peak_f32, 100 * gflops / peak);
   std::printf("matmuls    %.1f GFLOP/s inside the matmul kernels (%.1f%% of peak)\n", matmul_gflops,
               100 * matmul_gflops / peak);
+  if (o.context > 0)
+    std::printf("cache      each forward ran %lld tokens against %lld cached positions\n",
+                static_cast<long long>(o.tokens), static_cast<long long>(o.context));
+  if (!experts.is_null())
+    std::printf(
+        "experts    %.0f expert matmul groups per forward, %.3f GB of expert weights read in %.4f s: %.1f GB/s = "
+        "%.1f%% of the measured %.1f GB/s memory read bandwidth; %.1f GFLOP/s on them; %.1f%% of the time\n",
+        experts["experts_run_per_forward"].get<double>(), experts["expert_gb_per_forward"].get<double>(),
+        experts["expert_seconds_per_forward"].get<double>(), experts["expert_gb_per_s"].get<double>(),
+        100 * experts["expert_fraction_of_bandwidth"].get<double>(), bandwidth,
+        experts["expert_gflops"].get<double>(), 100 * experts["expert_time_fraction"].get<double>());
   std::printf("breakdown ");
   for (auto it = breakdown.begin(); it != breakdown.end(); ++it)
     std::printf(" %s %.1f%%", it.key().c_str(), 100 * it.value().get<double>());
@@ -194,15 +262,20 @@ void setup(CLI::App& app) {
   auto* cmd =
       app.add_subcommand("bench", "Time forward passes: tokens/s, GFLOP/s and % of this machine's peak");
   cmd->add_option("-m,--model", o->model, "Model directory");
-  std::string shapes;
-  for (const auto& s : known_shapes()) shapes += (shapes.empty() ? "" : ", ") + s.name;
-  cmd->add_option("--shape", o->shape, "Random model of a named shape instead of -m: " + shapes);
+  cmd->add_option("--shape", o->shape,
+                  "Random model of a named shape (its real config.json, random weights; --weights q8 holds the "
+                  "matrices in 8 bits) instead of -m: " +
+                      shape_names());
   cmd->add_option("--layers", o->layers, "With --shape: number of layers (0 = the shape's own)")
       ->capture_default_str();
   cmd->add_option("--tokens", o->tokens, "Sequence length of each forward")->capture_default_str();
   cmd->add_option("--batch", o->batch, "Rows per forward")->capture_default_str();
   cmd->add_option("--logits-from", o->logits_from,
                   "Compute logits only from this position on (generation skips the prompt)")
+      ->capture_default_str();
+  cmd->add_option("--context", o->context,
+                  "Time a block step of the exact block cache: this many positions cached first, then each "
+                  "forward runs the --tokens block against them (block-diffusion models; one row)")
       ->capture_default_str();
   cmd->add_option("--repeat", o->repeat, "Timed forwards (the median is reported)")->capture_default_str();
   add_weights_option(cmd);

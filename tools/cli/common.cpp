@@ -61,12 +61,10 @@ std::string dtype_label(Precision p) {
   return precision_name(p);
 }
 
-namespace {
 std::string& weights_flag() {
   static std::string value = "auto";
   return value;
 }
-}  // namespace
 
 WeightFormat parse_weights(const std::string& name) {
   if (name == "auto") return WeightFormat::kAuto;

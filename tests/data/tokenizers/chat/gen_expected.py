@@ -19,10 +19,17 @@ SPECIAL = {
 }
 
 
+# Templates read from a tokenizer_config.json (a real model's or a trimmed copy of one, see README.md). Like
+# transformers, only the special tokens that are set (not null) become template variables.
+CONFIG_DIRS = {"qwen3": "../qwen3", "llada2": "llada2", "sdar": "sdar"}
+SPECIAL_KEYS = ["bos_token", "eos_token", "unk_token", "pad_token", "sep_token", "cls_token", "mask_token"]
+
+
 def load_template(name):
-    if name == "qwen3":
-        cfg = json.load(open("../qwen3/tokenizer_config.json"))
-        return cfg["chat_template"], {"eos_token": cfg["eos_token"], "pad_token": cfg["pad_token"]}
+    if name in CONFIG_DIRS:
+        cfg = json.load(open(CONFIG_DIRS[name] + "/tokenizer_config.json"))
+        special = {k: cfg[k] for k in SPECIAL_KEYS if isinstance(cfg.get(k), str)}
+        return cfg["chat_template"], special
     return open(name + ".jinja").read(), SPECIAL[name]
 
 
