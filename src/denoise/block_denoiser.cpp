@@ -11,13 +11,6 @@ namespace dllm {
 
 namespace {
 
-// GenerateParams::mask_id / eos_id override the model's (the official LLaDA2 generate() takes them).
-ModelInfo with_ids(ModelInfo info, const GenerateParams& p) {
-  if (p.mask_id >= 0) info.mask_id = p.mask_id;
-  if (p.eos_id >= 0) info.eos_id = p.eos_id;
-  return info;
-}
-
 const char* loop_name(BlockLoop l) {
   return l == BlockLoop::kLlada20 ? "LLaDA2.0" : l == BlockLoop::kLlada21 ? "LLaDA2.1" : "SDAR";
 }
@@ -25,7 +18,7 @@ const char* loop_name(BlockLoop l) {
 }  // namespace
 
 BlockSettings resolve_block_settings(const ModelInfo& model_info, const GenerateParams& p) {
-  const ModelInfo info = with_ids(model_info, p);
+  const ModelInfo info = with_token_overrides(model_info, p);  // GenerateParams::mask_id / eos_id
   if (info.block_size <= 0)
     fail("generate: ", info.architecture, " is not a block-diffusion family (no block-causal attention)");
   BlockSettings s;
@@ -121,12 +114,10 @@ BlockSettings resolve_block_settings(const ModelInfo& model_info, const Generate
 
 BlockDenoiser::BlockDenoiser(const ModelInfo& info, const std::vector<int32_t>& prompt,
                              const GenerateParams& params, int64_t row)
-    : info_(with_ids(info, params)),
+    : info_(with_token_overrides(info, params)),
       s_(resolve_block_settings(info, params)),
       row_(row),
       rng_(params.seed + static_cast<uint64_t>(row) * 0x9E3779B97F4A7C15ull) {
-  if (info_.mask_id < 0 || info_.mask_id >= info_.vocab_size)
-    fail("generate: the model names no mask id (", info_.mask_id, "); give GenerateParams::mask_id");
   B_ = s_.block_length;
   P_ = static_cast<int64_t>(prompt.size());
   num_blocks_ = (P_ + s_.gen_length + B_ - 1) / B_;
