@@ -101,6 +101,9 @@ TEST(DenoiseFlags, BlockLoopFlags) {
   EXPECT_EQ(p.stop_ids, (std::vector<int32_t>{451, 450}));
   EXPECT_EQ(p.block_threshold, 0.7);
   EXPECT_EQ(parse({"--block-loop", "sdar"}).block_loop, BlockLoop::kSdar);
+  EXPECT_EQ(parse({"--mask-id", "503", "--eos-id", "500"}).mask_id, 503);
+  EXPECT_EQ(parse({"--eos-id", "500"}).eos_id, 500);
+  EXPECT_EQ(parse({}).mask_id, -1);
   EXPECT_EQ(parse({"--block-loop", "llada2.1"}).block_loop, BlockLoop::kLlada21);
   EXPECT_EQ(parse({"--stop-ids", "none"}).stop_ids, std::vector<int32_t>{});
   EXPECT_FALSE(parse({}).stop_ids.has_value());  // the model's EOS / EOT

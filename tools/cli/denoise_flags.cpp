@@ -61,6 +61,11 @@ void add_denoise_flags(CLI::App* cmd, GenerateParams& p, DenoiseFlags& f) {
   cmd->add_option("--num-to-transfer", p.num_to_transfer,
                   "LLaDA2.1: fewest masks committed per step (the top-k fallback below the threshold)")
       ->capture_default_str();
+  cmd->add_option("--mask-id", p.mask_id,
+                  "The [MASK] id (-1 = the model's; needed when its files name none, as the official LLaDA2 "
+                  "generate() takes it)")
+      ->capture_default_str();
+  cmd->add_option("--eos-id", p.eos_id, "The EOS id (-1 = the model's)")->capture_default_str();
   cmd->add_option("--stop-ids", f.stop_ids,
                   "SDAR: comma-separated ids that end generation after the block holding one; 'none' = never "
                   "(the reference's default); default: the model's EOS and EOT");
