@@ -105,8 +105,18 @@ enum class Remasking { kLowConfidence, kRandom };
 
 // Which masked positions are revealed first (docs/denoising.md). kDefault: the family's (LLaDA: `remasking`;
 // Dream: `alg`).
-// kSequential: left to right (SDAR's remasking_strategy='sequential'; block loops only).
-enum class Unmask { kDefault, kConfidence, kMargin, kEntropy, kRandom, kSequential };
+// SDAR's remasking strategies (block-diffusion loops only): kSequential left to right; kLowConfidenceStatic the
+// most confident, a fixed count per step; kLowConfidenceDynamic all above the threshold, else the most confident.
+enum class Unmask {
+  kDefault,
+  kConfidence,
+  kMargin,
+  kEntropy,
+  kRandom,
+  kSequential,
+  kLowConfidenceStatic,
+  kLowConfidenceDynamic,
+};
 // How many positions are revealed per step. kDefault: the family's (LLaDA: kUniform; Dream: kTimestep, or
 // kTimestepBernoulli for alg=origin).
 enum class Transfer {

@@ -49,19 +49,20 @@ BlockSettings resolve_block_settings(const ModelInfo& model_info, const Generate
   const Transfer t = p.transfer;
   const bool confidence = u == Unmask::kDefault || u == Unmask::kConfidence;
   if (sdar) {
-    if (u == Unmask::kSequential) {
-      if (t != Transfer::kDefault && t != Transfer::kUniform)
-        fail(where,
-             "remasking 'sequential' commits a fixed number per step; it takes no threshold / schedule");
+    const bool fixed = t == Transfer::kDefault || t == Transfer::kUniform;
+    if (u == Unmask::kSequential && fixed) {
       s.remasking = SdarRemasking::kSequential;
-    } else if (confidence && (t == Transfer::kDefault || t == Transfer::kThreshold)) {
-      s.remasking = SdarRemasking::kLowConfidenceDynamic;
-    } else if (confidence && t == Transfer::kUniform) {
+    } else if ((u == Unmask::kLowConfidenceStatic && fixed) ||
+               (u == Unmask::kConfidence && t == Transfer::kUniform)) {
       s.remasking = SdarRemasking::kLowConfidenceStatic;
+    } else if ((u == Unmask::kLowConfidenceDynamic || confidence) &&
+               (t == Transfer::kDefault || t == Transfer::kThreshold)) {
+      s.remasking = SdarRemasking::kLowConfidenceDynamic;
     } else {
-      fail(where, "remasking is sequential, low_confidence_static or low_confidence_dynamic (unmask ",
-           "confidence with schedule uniform / threshold); margin, entropy, random and the Dream schedules "
-           "are not offered");
+      fail(
+          where,
+          "remasking is sequential, low_confidence_static or low_confidence_dynamic (the threshold goes with "
+          "the dynamic one only); margin, entropy, random and the Dream / factor schedules are not offered");
     }
   } else {
     if (!confidence)

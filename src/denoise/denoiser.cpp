@@ -69,8 +69,13 @@ DenoiseSettings resolve_settings(const ModelInfo& info, const GenerateParams& p)
   if (p.block_loop != BlockLoop::kDefault)
     fail("generate: block_loop (LLaDA2.0 / LLaDA2.1 / SDAR) needs a block-diffusion model; ",
          info.architecture, " is not one");
-  if (p.unmask == Unmask::kSequential)
-    fail("generate: unmask 'sequential' is SDAR's remasking strategy (block-diffusion families only)");
+  if (p.unmask == Unmask::kSequential || p.unmask == Unmask::kLowConfidenceStatic ||
+      p.unmask == Unmask::kLowConfidenceDynamic)
+    fail(
+        "generate: remasking sequential / low_confidence_static / low_confidence_dynamic are SDAR's "
+        "strategies "
+        "(block-diffusion families only); ",
+        info.architecture, " takes confidence, margin, entropy, random (low_confidence = confidence)");
   if (p.cache == CacheMode::kBlock)
     fail("generate: the block cache is for block-diffusion families (LLaDA2, SDAR); ", info.architecture,
          " takes none, prefix or dual");

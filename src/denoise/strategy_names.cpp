@@ -22,12 +22,12 @@ constexpr NamedValue<UnmaskWord> kUnmaskWords[] = {
      {Unmask::kSequential},
      "SDAR: left to right, the step's count from the first mask on (block-diffusion loops only)"},
     {"low_confidence_static",
-     {Unmask::kConfidence, Transfer::kUniform},
-     "SDAR: the most confident masks, a fixed count per step (confidence with schedule uniform)"},
+     {Unmask::kLowConfidenceStatic},
+     "SDAR: the most confident masks, a fixed count per step (block-diffusion loops only)"},
     {"low_confidence_dynamic",
-     {Unmask::kConfidence, Transfer::kThreshold},
-     "SDAR: every mask above the threshold, else the most confident (confidence with schedule threshold; "
-     "block loops' threshold default: LLaDA2 0.95, SDAR 0.85)"},
+     {Unmask::kLowConfidenceDynamic},
+     "SDAR: every mask above the threshold, else the most confident (block-diffusion loops only; SDAR's "
+     "default)"},
     {"low_confidence", {Unmask::kConfidence}, "LLaDA's remasking name"},
     {"maskgit_plus", {Unmask::kConfidence}, "Dream's alg name"},
     {"topk_margin", {Unmask::kMargin}, "Dream's alg name"},

@@ -112,9 +112,8 @@ TEST(DenoiseFlags, BlockLoopFlags) {
   EXPECT_EQ(error_of({"--block-loop", "llada3"}),
             "--block-loop: 'llada3' is not one of " + block_loop_words().accepted());
   EXPECT_NE(error_of({"--stop-ids", "1,x"}).find("--stop-ids: 'x' is not a token id"), std::string::npos);
-  const GenerateParams q = parse({"--remasking", "low_confidence_static"});
-  EXPECT_EQ(q.unmask, Unmask::kConfidence);
-  EXPECT_EQ(q.transfer, Transfer::kUniform);
+  EXPECT_EQ(parse({"--remasking", "low_confidence_static"}).unmask, Unmask::kLowConfidenceStatic);
+  EXPECT_EQ(parse({"--remasking", "low_confidence_dynamic"}).unmask, Unmask::kLowConfidenceDynamic);
   EXPECT_EQ(parse({"--remasking", "sequential"}).unmask, Unmask::kSequential);
 }
 

@@ -27,7 +27,7 @@ run_block() {
   "$bin" generate -q --json --dtype f32 -m "$block_model" --prompt-ids 10,20,30,40,50 --gen-length 16 --steps 2 \
     --seed 3 "$@" | sed 's/"seconds":[^,}]*//; s/"tokens_per_second":[^,}]*//'
 }
-block_only=" sequential block "
+block_only=" sequential low_confidence_static low_confidence_dynamic block "
 
 n=0
 for axis in "unmask alg remasking" schedule sampler cache; do
@@ -73,10 +73,13 @@ no_forwards() { sed 's/"forwards":[0-9]*//'; }
 [ "$(run_block --cache block | no_forwards)" = "$(run_block --cache none | no_forwards)" ] ||
   { echo "FAIL: sdar --cache block and --cache none differ"; exit 1; }
 [ "$(run_block --remasking low_confidence_dynamic)" = "$(run_block)" ] || { echo "FAIL: sdar default"; exit 1; }
+[ "$(run_block --remasking low_confidence_static)" = "$(run_block --unmask confidence --schedule uniform)" ] ||
+  { echo "FAIL: sdar low_confidence_static"; exit 1; }
 for args in "--cache dual" "--unmask margin" "--schedule factor" "--sampler gumbel" "--block-loop llada3"; do
   if run_block $args >/dev/null 2>&1; then echo "FAIL: sdar $args succeeded"; exit 1; fi
 done
-for args in "--unmask sequential" "--cache block" "--block-loop sdar"; do
+for args in "--unmask sequential" "--remasking low_confidence_static" "--alg low_confidence_dynamic" \
+  "--cache block" "--block-loop sdar"; do
   if run $args >/dev/null 2>&1; then echo "FAIL: llada $args succeeded"; exit 1; fi
 done
 run_block --block-loop llada2.1 | grep -q '"canvas":' || { echo "FAIL: llada2.1 loop on sdar"; exit 1; }

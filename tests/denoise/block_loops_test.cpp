@@ -321,8 +321,10 @@ TEST(BlockLoops, RejectsWhatTheLoopsDoNotOffer) {
   ModelInfo llada;
   llada.architecture = "llada";
   GenerateParams p;
-  p.unmask = Unmask::kSequential;
-  EXPECT_THROW(resolve_settings(llada, p), Error);
+  for (Unmask u : {Unmask::kSequential, Unmask::kLowConfidenceStatic, Unmask::kLowConfidenceDynamic}) {
+    p.unmask = u;
+    EXPECT_THROW(resolve_settings(llada, p), Error);
+  }
   p = GenerateParams{};
   p.cache = CacheMode::kBlock;
   EXPECT_THROW(resolve_settings(llada, p), Error);
@@ -401,8 +403,7 @@ GenerateParams sdar_params(const nlohmann::json& kw) {
   if (r == "sequential") {
     p.unmask = Unmask::kSequential;
   } else {
-    p.unmask = Unmask::kConfidence;
-    p.transfer = r == "low_confidence_static" ? Transfer::kUniform : Transfer::kThreshold;
+    p.unmask = r == "low_confidence_static" ? Unmask::kLowConfidenceStatic : Unmask::kLowConfidenceDynamic;
   }
   p.block_threshold = kw["confidence_threshold"];
   p.mask_id = kw["mask_id"];
