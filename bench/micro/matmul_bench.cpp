@@ -3,19 +3,33 @@
 //
 //   ./build/dllm_matmul_bench --benchmark_filter='f32/4096x4096' --benchmark_min_time=1
 //   DLLM_MATMUL=onednn ./build/dllm_matmul_bench ...   # the other f32 backend, for A/B
+//   ./build/dllm_matmul_bench --benchmark_filter='moe/'   # f32 vs LinearQ8 vs GGUF Q8_0 / Q4_K in place
+//
+// The moe/ cases take {M, N, K, cold}: one LLaDA2-mini expert (512x2048 gate/up, 2048x512 down) and 4096x4096 at
+// M = 1, 2, 8, 32. cold = 1 rotates over copies of the weights totalling >= 512 MiB, so each call reads its weights
+// from memory (as a mixture-of-experts layer does: 256 experts a layer), not from a cache (L3 is 260 MiB here);
+// cold = 0 repeats one copy (cache-resident where it fits).
 //
 // The forward pass as a whole is measured by `dllm bench`; this isolates the kernels so a regression shows
 // where.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <map>
+#include <memory>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "core/dtype.h"
 #include "kernels/gemm_small_m.h"
 #include "kernels/linear.h"
+#include "kernels/peak.h"
+#include "kernels/quant/linear_ggml.h"
 #include "kernels/quant/linear_q8.h"
+#include "kernels/quant/quant.h"
 
 namespace {
 
@@ -69,7 +83,114 @@ void shapes(benchmark::internal::Benchmark* b) {
   b->UseRealTime()->Unit(benchmark::kMillisecond);
 }
 
+// ---- moe/: {M, N, K, cold} ----------------------------------------------------------------------------------------
+
+constexpr size_t kColdBytes = size_t{512} << 20;
+
+int copies_for(benchmark::State& state, size_t weight_bytes) {
+  if (state.range(3) == 0) return 1;
+  return static_cast<int>(std::clamp<size_t>((kColdBytes + weight_bytes - 1) / weight_bytes, 1, 4096));
+}
+
+// Runs forward over the copies in turn; GBps counts the bytes of weights each call reads.
+template <class W>
+void run_copies(benchmark::State& state, const std::vector<W>& ws) {
+  const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
+  const auto x = random_floats(m * k, 2);
+  std::vector<float> y(static_cast<size_t>(m * n));
+  size_t i = 0;
+  for (auto _ : state) {
+    ws[i].forward(x.data(), m, y.data());
+    benchmark::DoNotOptimize(y.data());
+    i = i + 1 == ws.size() ? 0 : i + 1;
+  }
+  report(state, m, n, k, static_cast<double>(ws[0].weight_bytes()));
+  state.counters["copies"] = static_cast<double>(ws.size());
+}
+
+void BM_MoeF32(benchmark::State& state) {
+  const int64_t n = state.range(1), k = state.range(2);
+  const auto w = random_floats(n * k, 1);
+  std::vector<dllm::Linear> ws;
+  ws.emplace_back(w.data(), dllm::DType::kF32, n, k, dllm::ComputeType::kF32);
+  for (int c = copies_for(state, ws[0].weight_bytes()); static_cast<int>(ws.size()) < c;)
+    ws.emplace_back(w.data(), dllm::DType::kF32, n, k, dllm::ComputeType::kF32);
+  run_copies(state, ws);
+}
+
+// GGUF blocks of the random weights, quantised once per (type, shape) (ggml's Q4_K quantiser is slow).
+const std::vector<uint8_t>& blocks_of(dllm::GgmlType type, int64_t n, int64_t k) {
+  static std::map<std::tuple<dllm::GgmlType, int64_t, int64_t>, std::vector<uint8_t>> cache;
+  auto& b = cache[{type, n, k}];
+  if (b.empty()) {
+    const auto w = random_floats(n * k, 1);
+    b.resize(dllm::ggml_row_bytes(type, k) * static_cast<size_t>(n));
+    dllm::quant::quantize(type, w.data(), b.data(), n * k);
+  }
+  return b;
+}
+
+void BM_MoeQ8(benchmark::State& state) {  // LinearQ8: Q8_0 copied into int8 + f32 scales
+  const int64_t n = state.range(1), k = state.range(2);
+  const auto& blocks = blocks_of(dllm::GgmlType::kQ8_0, n, k);
+  std::vector<dllm::quant::LinearQ8> ws{dllm::quant::LinearQ8::from_q8_0(blocks.data(), n, k)};
+  for (int c = copies_for(state, ws[0].weight_bytes()); static_cast<int>(ws.size()) < c;)
+    ws.push_back(dllm::quant::LinearQ8::from_q8_0(blocks.data(), n, k));
+  run_copies(state, ws);
+}
+
+// LinearGgml views into one buffer of copies of the blocks (as experts lie in a mapped file).
+struct GgmlKernelView {
+  dllm::quant::LinearGgml w;
+  dllm::quant::LinearGgml::Kernel kernel;
+  void forward(const float* x, int64_t m, float* y) const { w.forward(kernel, x, m, y); }
+  size_t weight_bytes() const { return w.weight_bytes(); }
+};
+
+void BM_MoeGgml(benchmark::State& state, dllm::GgmlType type, dllm::quant::LinearGgml::Kernel kernel) {
+  if (!dllm::quant::LinearGgml::supported(kernel)) {
+    state.SkipWithError("this CPU cannot run the kernel");
+    return;
+  }
+  const int64_t n = state.range(1), k = state.range(2);
+  const auto& blocks = blocks_of(type, n, k);
+  const int copies = copies_for(state, blocks.size());
+  std::vector<uint8_t> file(blocks.size() * static_cast<size_t>(copies));
+  for (int c = 0; c < copies; ++c) std::memcpy(file.data() + c * blocks.size(), blocks.data(), blocks.size());
+  std::vector<GgmlKernelView> ws;
+  for (int c = 0; c < copies; ++c)
+    ws.push_back({dllm::quant::LinearGgml::view(type, file.data() + c * blocks.size(), n, k), kernel});
+  run_copies(state, ws);
+}
+
+void moe_shapes(benchmark::internal::Benchmark* b) {
+  for (int64_t cold : {1, 0})
+    for (auto [n, k] : {std::pair<int64_t, int64_t>{512, 2048}, {2048, 512}, {4096, 4096}})
+      for (int64_t m : {1, 2, 8, 32}) b->Args({m, n, k, cold});
+  b->ArgNames({"M", "N", "K", "cold"})->UseRealTime()->Unit(benchmark::kMicrosecond);
+}
+
 }  // namespace
+
+// This machine's memory read bandwidth (all OpenMP threads), what the cold cases' GBps compare with.
+void BM_MemoryRead(benchmark::State& state) {
+  double gbs = 0;
+  for (auto _ : state) gbs = dllm::measure_memory_read_gbs(0.5);
+  state.counters["GBps"] = gbs;
+}
+BENCHMARK(BM_MemoryRead)->Name("moe/memory_read")->Iterations(1)->Unit(benchmark::kMillisecond);
+
+using Kernel = dllm::quant::LinearGgml::Kernel;
+BENCHMARK(BM_MoeF32)->Name("moe/f32")->Apply(moe_shapes);
+BENCHMARK(BM_MoeQ8)->Name("moe/LinearQ8")->Apply(moe_shapes);
+BENCHMARK_CAPTURE(BM_MoeGgml, q8_0, dllm::GgmlType::kQ8_0, Kernel::kAuto)->Name("moe/ggml_q8_0")->Apply(moe_shapes);
+BENCHMARK_CAPTURE(BM_MoeGgml, q4_k, dllm::GgmlType::kQ4_K, Kernel::kAuto)->Name("moe/ggml_q4_k")->Apply(moe_shapes);
+BENCHMARK_CAPTURE(BM_MoeGgml, q8_0_avx2, dllm::GgmlType::kQ8_0, Kernel::kAvx2)
+    ->Name("moe/ggml_q8_0_avx2")
+    ->Apply(moe_shapes);
+BENCHMARK_CAPTURE(BM_MoeGgml, q4_k_avx2, dllm::GgmlType::kQ4_K, Kernel::kAvx2)
+    ->Name("moe/ggml_q4_k_avx2")
+    ->Apply(moe_shapes);
 
 BENCHMARK_CAPTURE(BM_Linear, f32, dllm::ComputeType::kF32)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_Linear, bf16, dllm::ComputeType::kBF16)->Apply(shapes);

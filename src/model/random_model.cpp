@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "io/checkpoint.h"
+#include "kernels/quant/linear_ggml.h"
 #include "kernels/quant/linear_q8.h"
 #include "kernels/linear.h"
 #include "model/family.h"
@@ -95,8 +96,16 @@ std::vector<float> random_vector(std::mt19937_64& rng, size_t n, float stddev) {
 
 }  // namespace
 
+RandomWeights parse_random_weights(const std::string& name) {
+  if (name == "auto" || name == "f32") return RandomWeights::kPlain;
+  if (name == "q8") return RandomWeights::kQ8;
+  if (name == "q8_0") return RandomWeights::kQ8_0;
+  if (name == "q4_k") return RandomWeights::kQ4_K;
+  fail("--weights: '", name, "' is not one of auto, f32, q8, q8_0, q4_k for a random model");
+}
+
 std::shared_ptr<Model> make_random_model(const ModelShape& shape, int64_t n_layers, Precision precision,
-                                         uint64_t seed, bool q8) {
+                                         uint64_t seed, RandomWeights weights) {
   const Family* family = find_family(shape.family);
   if (!family) fail("model shape '", shape.name, "': unknown family '", shape.family, "'");
   nlohmann::json config = nlohmann::json::parse(shape.config);
@@ -112,7 +121,9 @@ std::shared_ptr<Model> make_random_model(const ModelShape& shape, int64_t n_laye
   m.precision_reason = precision == Precision::kAuto
                            ? "auto: random weights held as bf16, as a real checkpoint"
                            : std::string("requested (--dtype ") + precision_name(precision) + ")";
-  if (q8) m.precision_reason += "; matrices in 8 bits (Q8_0)";
+  if (weights == RandomWeights::kQ8) m.precision_reason += "; matrices in 8 bits (LinearQ8)";
+  if (weights == RandomWeights::kQ8_0) m.precision_reason += "; matrices as Q8_0 blocks, multiplied in place";
+  if (weights == RandomWeights::kQ4_K) m.precision_reason += "; matrices as Q4_K blocks, multiplied in place";
 
   std::mt19937_64 rng(seed);
   TransformerWeights w;
@@ -121,9 +132,15 @@ std::shared_ptr<Model> make_random_model(const ModelShape& shape, int64_t n_laye
     for (int64_t s : tensor_shape(role, c)) n *= s;
     return static_cast<size_t>(n);
   };
-  // A matrix from random f32 rows: f32/bf16 Linear, or Q8_0 (the router stays f32, as loaded from a file).
+  // A matrix from random f32 rows, held as `weights` says (the router stays f32, as loaded from a file).
   auto matrix = [&](const float* rows, int64_t out, int64_t in, bool keep_f32) -> MatMul {
-    if (q8 && !keep_f32 && in % 32 == 0) return quant::LinearQ8::from_f32(rows, out, in);
+    if (!keep_f32) {
+      if (weights == RandomWeights::kQ8 && in % 32 == 0) return quant::LinearQ8::from_f32(rows, out, in);
+      if (weights == RandomWeights::kQ8_0 && in % 32 == 0)
+        return quant::LinearGgml::quantize_f32(GgmlType::kQ8_0, rows, out, in);
+      if (weights == RandomWeights::kQ4_K && in % 256 == 0)
+        return quant::LinearGgml::quantize_f32(GgmlType::kQ4_K, rows, out, in);
+    }
     return Linear(rows, DType::kF32, out, in, keep_f32 ? ComputeType::kF32 : ct);
   };
   auto emb = random_vector(rng, numel(TensorRole::kEmbedding), 0.02f);

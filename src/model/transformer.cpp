@@ -74,6 +74,20 @@ int64_t Transformer::q8_matrices() const {
   return n;
 }
 
+int64_t Transformer::ggml_matrices() const {
+  int64_t n = 0;
+  for_each_matrix(weights_, [&](const MatMul& m) { n += m.is_ggml(); });
+  return n;
+}
+
+std::string Transformer::ggml_type_name() const {
+  std::string name;
+  for_each_matrix(weights_, [&](const MatMul& m) {
+    if (name.empty() && m.is_ggml()) name = ggml_type_info(static_cast<uint32_t>(m.ggml()->type()))->name;
+  });
+  return name;
+}
+
 int64_t Transformer::matrices() const {
   int64_t n = 0;
   for_each_matrix(weights_, [&](const MatMul&) { ++n; });

@@ -88,6 +88,10 @@ class Transformer final : public Model {
   size_t weight_bytes() const;
   // Matrices held in 8 bits, of all matrices (the head included).
   int64_t q8_matrices() const;
+  // Matrices multiplied in place from GGUF blocks (quant::LinearGgml), and their block type ("Q4_K", ...; the
+  // first one's).
+  int64_t ggml_matrices() const;
+  std::string ggml_type_name() const;
   int64_t matrices() const;
   const TransformerConfig& config() const { return config_; }
 

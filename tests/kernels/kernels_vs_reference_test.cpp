@@ -211,7 +211,7 @@ TEST(Kernels, PartialRopeMatchesReference) {
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t h = 0; h < heads; ++h)
       for (int64_t t = rot; t < hd; ++t) ASSERT_EQ(got[(r * heads + h) * hd + t], x[(r * heads + h) * hd + t]);
-  EXPECT_NE(got[1], x[1]);  // the rotated part did move (position 53 of row 1 is not 0)
+  EXPECT_NE(got[heads * hd + 1], x[heads * hd + 1]);  // the rotated part of row 1 (position 53) moved
 }
 
 struct AttentionCase {

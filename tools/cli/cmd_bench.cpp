@@ -15,6 +15,7 @@
 #include "kernels/linear.h"
 #include "kernels/peak.h"
 #include "kernels/profile.h"
+#include "kernels/quant/linear_ggml.h"
 #include "model/random_model.h"
 #include "cache/kv_cache.h"
 #include "model/transformer.h"
@@ -80,7 +81,7 @@ void run_bench(const BenchOptions& o) {
   } else {
     if (!o.json) std::fprintf(stderr, "dllm: building random model '%s'...\n", o.shape.c_str());
     model = make_random_model(find_shape(o.shape), o.layers, requested, 1234,
-                              parse_weights(weights_flag()) == WeightFormat::kQ8);
+                              parse_random_weights(weights_flag()));
   }
   const ModelInfo& mi = model->info();
   auto* transformer = dynamic_cast<Transformer*>(model.get());
@@ -183,6 +184,12 @@ void run_bench(const BenchOptions& o) {
   }
   std::string weights = dtype_label(mi.precision);
   std::string backend = bf16_math ? "oneDNN" : matmul_backend_name(f32_matmul_backend());
+  if (const int64_t ggml = transformer->ggml_matrices(); ggml > 0) {
+    weights += " + GGUF " + transformer->ggml_type_name() + " blocks in place (" + std::to_string(ggml) + " of " +
+               std::to_string(matrices) + " matrices)";
+    backend += std::string(" + LinearGgml (") +
+               quant::LinearGgml::kernel_name(quant::LinearGgml::best_kernel()) + ")";
+  }
   std::string products = bf16_math ? "bf16" : "f32";
   if (q8 > 0 && q8 == matrices) {
     weights = "8-bit Q8_0";
@@ -263,8 +270,8 @@ void setup(CLI::App& app) {
       app.add_subcommand("bench", "Time forward passes: tokens/s, GFLOP/s and % of this machine's peak");
   cmd->add_option("-m,--model", o->model, "Model directory");
   cmd->add_option("--shape", o->shape,
-                  "Random model of a named shape (its real config.json, random weights; --weights q8 holds the "
-                  "matrices in 8 bits) instead of -m: " +
+                  "Random model of a named shape (its real config.json, random weights; --weights q8 | q8_0 | "
+                  "q4_k holds the matrices in LinearQ8 / GGUF Q8_0 / Q4_K blocks) instead of -m: " +
                       shape_names());
   cmd->add_option("--layers", o->layers, "With --shape: number of layers (0 = the shape's own)")
       ->capture_default_str();

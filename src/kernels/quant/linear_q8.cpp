@@ -26,34 +26,6 @@ inline __m256 hsum8(const __m256 v[8]) {
 
 inline __m256i load32(const int8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 
-// One row of activations to Q8_0, AVX2: the same amax, scale, 1/scale and round-to-nearest-even as the scalar
-// quantize_activations_q8 (cvtps2dq rounds like lrintf in the default rounding mode), so the same bits.
-void quantize_row_avx2(const float* x, int64_t k, int8_t* qs, float* d) {
-  const int64_t nb = k / kQK8_0;
-  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-  for (int64_t b = 0; b < nb; ++b) {
-    const float* xb = x + b * kQK8_0;
-    __m256 v[4];
-    for (int i = 0; i < 4; ++i) v[i] = _mm256_loadu_ps(xb + 8 * i);
-    __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_and_ps(v[0], abs_mask), _mm256_and_ps(v[1], abs_mask)),
-                             _mm256_max_ps(_mm256_and_ps(v[2], abs_mask), _mm256_and_ps(v[3], abs_mask)));
-    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-    const float amax = _mm_cvtss_f32(m4);
-    const float scale = amax / 127.0f, inv = scale != 0 ? 1.0f / scale : 0.0f;
-    d[b] = scale;
-    const __m256 iv = _mm256_set1_ps(inv);
-    __m256i q[4];
-    for (int i = 0; i < 4; ++i) q[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], iv));
-    // |q| <= 127: the saturating packs do not saturate. packs interleave 128-bit lanes; the permute undoes it.
-    const __m256i q16 = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs + b * kQK8_0),
-                        _mm256_permutevar8x32_epi32(q16, order));
-  }
-}
-
 // The micro-kernel: RM activation rows x RN weight rows over all K. Per block of 32 each weight block is loaded
 // (and its |w| formed) once for the RM rows, each activation block once for the RN weight rows. Lane l of acc
 // holds the sum over blocks of (int32 sum of elements 4l..4l+3) * (d_x * d_w), accumulated with one FMA per block.
@@ -105,6 +77,34 @@ constexpr TileFn kTiles[kRowTile][kColTile] = {
     {tile<1, 1>, tile<1, 2>}, {tile<2, 1>, tile<2, 2>}, {tile<3, 1>, tile<3, 2>}, {tile<4, 1>, tile<4, 2>}};
 
 }  // namespace
+
+// One row of activations to Q8_0, AVX2: the same amax, scale, 1/scale and round-to-nearest-even as the scalar
+// quantize_activations_q8 (cvtps2dq rounds like lrintf in the default rounding mode), so the same bits.
+void quantize_row_q8_avx2(const float* x, int64_t k, int8_t* qs, float* d) {
+  const int64_t nb = k / kQK8_0;
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  for (int64_t b = 0; b < nb; ++b) {
+    const float* xb = x + b * kQK8_0;
+    __m256 v[4];
+    for (int i = 0; i < 4; ++i) v[i] = _mm256_loadu_ps(xb + 8 * i);
+    __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_and_ps(v[0], abs_mask), _mm256_and_ps(v[1], abs_mask)),
+                             _mm256_max_ps(_mm256_and_ps(v[2], abs_mask), _mm256_and_ps(v[3], abs_mask)));
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    const float amax = _mm_cvtss_f32(m4);
+    const float scale = amax / 127.0f, inv = scale != 0 ? 1.0f / scale : 0.0f;
+    d[b] = scale;
+    const __m256 iv = _mm256_set1_ps(inv);
+    __m256i q[4];
+    for (int i = 0; i < 4; ++i) q[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], iv));
+    // |q| <= 127: the saturating packs do not saturate. packs interleave 128-bit lanes; the permute undoes it.
+    const __m256i q16 = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs + b * kQK8_0),
+                        _mm256_permutevar8x32_epi32(q16, order));
+  }
+}
 
 void quantize_activations_q8(const float* x, int64_t rows, int64_t k, int8_t* qs, float* d) {
   const int64_t nb = k / kQK8_0;
@@ -186,7 +186,7 @@ void LinearQ8::forward(const float* x, int64_t rows, float* y, bool accumulate) 
 #pragma omp parallel if (static_cast<double>(rows) * out_ * in_ >= 1 << 18)
   {
 #pragma omp for schedule(static)
-    for (int64_t r = 0; r < rows; ++r) quantize_row_avx2(x + r * in_, in_, xq.data() + r * in_, xd.data() + r * nb_);
+    for (int64_t r = 0; r < rows; ++r) quantize_row_q8_avx2(x + r * in_, in_, xq.data() + r * in_, xd.data() + r * nb_);
 #pragma omp for schedule(dynamic)
     for (int64_t item = 0; item < blocks * chunks; ++item) {
       const int64_t mb = item / chunks * row_block, mb_end = std::min(rows, mb + row_block);

@@ -41,5 +41,7 @@ class LinearQ8 {
 // Activations to Q8_0 per block of 32 (ggml's quantize_row_q8_0, scale kept in f32): qs [rows][k],
 // d [rows][k / 32]. Scalar reference; forward() uses an AVX2 version that gives the same bits.
 void quantize_activations_q8(const float* x, int64_t rows, int64_t k, int8_t* qs, float* d);
+// One row of it, AVX2 (the same bits as quantize_activations_q8): what forward() runs, shared with LinearGgml.
+void quantize_row_q8_avx2(const float* x, int64_t k, int8_t* qs, float* d);
 
 }  // namespace dllm::quant

@@ -1,0 +1,311 @@
+#include "kernels/quant/linear_ggml.h"
+
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "kernels/profile.h"
+#include "kernels/quant/linear_q8.h"
+#include "kernels/quant/quant.h"
+
+namespace dllm::quant {
+
+namespace {
+
+// What one forward hands its micro-kernels: W (n rows of row_bytes), the quantised activations (m rows of k), y.
+struct DotArgs {
+  const uint8_t* w;
+  size_t row_bytes;
+  int64_t k, m;
+  const int8_t* xq;
+  const float* xd;
+  const int16_t* xs;  // Q8_K only: sums of 32
+  float* y;
+  int64_t ldy;
+  bool accumulate;
+};
+
+namespace avx2 {
+#define DLLM_GGML_VNNI 0
+#include "kernels/quant/linear_ggml_tiles.inc"
+#undef DLLM_GGML_VNNI
+}  // namespace avx2
+
+// The same tiles with AVX512_VNNI's fused multiply-adds (EVEX on 256-bit registers). Only called where cpuid says
+// the CPU has AVX512F/BW/VL/VNNI. Internal linkage (anonymous namespace) and no library templates instantiated in
+// here: nothing compiled for AVX-512 can be picked by the linker for code the AVX2 paths share.
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni")
+namespace vnni {
+#define DLLM_GGML_VNNI 1
+#include "kernels/quant/linear_ggml_tiles.inc"
+#undef DLLM_GGML_VNNI
+}  // namespace vnni
+#pragma GCC pop_options
+
+using RowsFn = void (*)(const DotArgs&, int64_t, int64_t);
+
+// One row of activations to Q8_K, AVX2: the same bits as quantize_activations_q8_k (the first element of largest
+// magnitude gives the scale, cvtps2dq rounds like lrintf).
+void quantize_row_q8_k_avx2(const float* x, int64_t k, int8_t* qs, float* d, int16_t* sums) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  for (int64_t sb = 0; sb < k / kQK_K; ++sb) {
+    const float* xb = x + sb * kQK_K;
+    int8_t* q = qs + sb * kQK_K;
+    __m256 m = _mm256_setzero_ps();
+    for (int i = 0; i < 32; ++i) m = _mm256_max_ps(m, _mm256_and_ps(_mm256_loadu_ps(xb + 8 * i), abs_mask));
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    const float amax = _mm_cvtss_f32(m4);
+    if (amax == 0) {
+      d[sb] = 0;
+      std::memset(q, 0, kQK_K);
+      std::fill_n(sums + sb * 8, 8, int16_t{0});
+      continue;
+    }
+    float max = 0;
+    for (int i = 0; i < 32; ++i) {
+      const int hit = _mm256_movemask_ps(
+          _mm256_cmp_ps(_mm256_and_ps(_mm256_loadu_ps(xb + 8 * i), abs_mask), _mm256_set1_ps(amax), _CMP_EQ_OQ));
+      if (hit) {
+        max = xb[8 * i + __builtin_ctz(static_cast<unsigned>(hit))];
+        break;
+      }
+    }
+    const float iscale = -127.f / max;
+    d[sb] = 1 / iscale;
+    const __m256 iv = _mm256_set1_ps(iscale);
+    const __m256i top = _mm256_set1_epi32(127);
+    for (int c = 0; c < 8; ++c) {
+      __m256i v[4];
+      for (int i = 0; i < 4; ++i)
+        v[i] = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb + 32 * c + 8 * i), iv)), top);
+      const __m256i q16 = _mm256_packs_epi16(_mm256_packs_epi32(v[0], v[1]), _mm256_packs_epi32(v[2], v[3]));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 32 * c), _mm256_permutevar8x32_epi32(q16, order));
+      const __m256i s8 = _mm256_add_epi32(_mm256_add_epi32(v[0], v[1]), _mm256_add_epi32(v[2], v[3]));
+      __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
+      s4 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
+      s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 1));
+      sums[sb * 8 + c] = static_cast<int16_t>(_mm_cvtsi128_si32(s4));
+    }
+  }
+}
+
+// Grows only: after the first calls of a shape, a forward allocates nothing.
+template <class T>
+T* scratch(std::vector<T>& v, int64_t n) {
+  if (v.size() < static_cast<size_t>(n)) v.resize(static_cast<size_t>(n));
+  return v.data();
+}
+struct Scratch {
+  std::vector<int8_t> q;
+  std::vector<float> d;
+  std::vector<int16_t> s;
+};
+thread_local Scratch tls_scratch;
+
+LinearGgml::Kernel detect_best() {
+  if (const char* env = std::getenv("DLLM_GGML_KERNEL"); env && std::string_view(env) == "avx2")
+    return LinearGgml::Kernel::kAvx2;
+  return LinearGgml::supported(LinearGgml::Kernel::kAvx512Vnni) ? LinearGgml::Kernel::kAvx512Vnni
+                                                                : LinearGgml::Kernel::kAvx2;
+}
+
+void check_shape(GgmlType type, int64_t rows, int64_t cols) {
+  if (type != GgmlType::kQ8_0 && type != GgmlType::kQ4_K)
+    fail("LinearGgml: ggml type ", ggml_type_name(static_cast<uint32_t>(type)), " (",
+         static_cast<uint32_t>(type), ") is not run in place (Q8_0 and Q4_K are)");
+  const int64_t block = type == GgmlType::kQ4_K ? kQK_K : kQK8_0;
+  if (rows < 0 || cols <= 0 || cols % block != 0)
+    fail("LinearGgml: a ", rows, " x ", cols, " ", ggml_type_name(static_cast<uint32_t>(type)),
+         " matrix needs rows of a multiple of ", block, " elements");
+}
+
+}  // namespace
+
+void quantize_activations_q8_k(const float* x, int64_t rows, int64_t k, int8_t* qs, float* d, int16_t* sums) {
+  const int64_t nsb = k / kQK_K;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t sb = 0; sb < nsb; ++sb) {
+      const float* xb = x + r * k + sb * kQK_K;
+      int8_t* q = qs + r * k + sb * kQK_K;
+      float amax = 0, max = 0;  // the first element of largest magnitude, sign kept (ggml's quantize_row_q8_K)
+      for (int j = 0; j < kQK_K; ++j)
+        if (std::fabs(xb[j]) > amax) {
+          amax = std::fabs(xb[j]);
+          max = xb[j];
+        }
+      float& dd = d[r * nsb + sb];
+      int16_t* s = sums + (r * nsb + sb) * 8;
+      if (amax == 0) {
+        dd = 0;
+        std::fill_n(q, kQK_K, int8_t{0});
+        std::fill_n(s, 8, int16_t{0});
+        continue;
+      }
+      const float iscale = -127.f / max;
+      for (int j = 0; j < kQK_K; ++j) q[j] = static_cast<int8_t>(std::min(127L, std::lrintf(iscale * xb[j])));
+      for (int c = 0; c < 8; ++c) {
+        int sum = 0;
+        for (int j = 0; j < 32; ++j) sum += q[32 * c + j];
+        s[c] = static_cast<int16_t>(sum);
+      }
+      dd = 1 / iscale;
+    }
+}
+
+LinearGgml LinearGgml::view(GgmlType type, const void* data, int64_t rows, int64_t cols,
+                            std::shared_ptr<const void> owner) {
+  check_shape(type, rows, cols);
+  if (!data && rows > 0) fail("LinearGgml: null data for a ", rows, " x ", cols, " matrix");
+  LinearGgml l;
+  l.type_ = type;
+  l.data_ = static_cast<const uint8_t*>(data);
+  l.rows_ = rows;
+  l.cols_ = cols;
+  l.row_bytes_ = ggml_row_bytes(type, cols);
+  l.owned_ = std::move(owner);
+  return l;
+}
+
+LinearGgml LinearGgml::quantize_f32(GgmlType type, const float* w, int64_t rows, int64_t cols) {
+  check_shape(type, rows, cols);
+  const size_t bytes = ggml_row_bytes(type, cols) * static_cast<size_t>(rows);
+  std::shared_ptr<uint8_t[]> blocks(new uint8_t[std::max<size_t>(bytes, 1)]);
+  quantize(type, w, blocks.get(), rows * cols);
+  LinearGgml l = view(type, blocks.get(), rows, cols, blocks);
+  l.owns_ = true;
+  return l;
+}
+
+bool LinearGgml::supported(Kernel kernel) {
+  if (kernel != Kernel::kAvx512Vnni) return true;
+  static const bool vnni = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+  return vnni;
+}
+
+LinearGgml::Kernel LinearGgml::best_kernel() {
+  static const Kernel best = detect_best();
+  return best;
+}
+
+const char* LinearGgml::kernel_name(Kernel kernel) {
+  switch (kernel) {
+    case Kernel::kAuto: return kernel_name(best_kernel());
+    case Kernel::kAvx2: return "AVX2";
+    case Kernel::kAvx512Vnni: return "AVX512_VNNI";
+  }
+  return "?";
+}
+
+void LinearGgml::forward(const float* x, int64_t rows, float* y, bool accumulate) const {
+  forward(Kernel::kAuto, x, rows, y, accumulate);
+}
+
+void LinearGgml::forward(Kernel kernel, const float* x, int64_t rows, float* y, bool accumulate) const {
+  if (rows <= 0 || rows_ == 0) return;
+  if (!supported(kernel)) fail("LinearGgml: this CPU cannot run the ", kernel_name(kernel), " kernel");
+  if (kernel == Kernel::kAuto) kernel = best_kernel();
+  ScopedKernelTimer timer(KernelKind::kMatmul);
+  const bool q4 = type_ == GgmlType::kQ4_K;
+  const int64_t block = q4 ? kQK_K : kQK8_0, nblk = cols_ / block;
+  Scratch& s = tls_scratch;
+  int8_t* xq = scratch(s.q, rows * cols_);
+  float* xd = scratch(s.d, rows * nblk);
+  int16_t* xs = q4 ? scratch(s.s, rows * nblk * 8) : nullptr;
+  const DotArgs a{data_, row_bytes_, cols_, rows, xq, xd, xs, y, rows_, accumulate};
+  const bool vnni = kernel == Kernel::kAvx512Vnni;
+  const RowsFn run = q4 ? (vnni ? vnni::q4_k_rows : avx2::q4_k_rows) : (vnni ? vnni::q8_0_rows : avx2::q8_0_rows);
+  // Work items of 16 weight rows, handed out dynamically: on a machine shared with other work a descheduled thread
+  // does not hold up the rest. Each output is computed by one thread in a fixed order: the same bits for any
+  // thread count.
+  constexpr int64_t kChunk = 16;
+  const int64_t items = (rows_ + kChunk - 1) / kChunk;
+#pragma omp parallel if (static_cast<double>(rows) * rows_ * cols_ >= 1 << 18)
+  {
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      if (q4)
+        quantize_row_q8_k_avx2(x + r * cols_, cols_, xq + r * cols_, xd + r * nblk, xs + r * nblk * 8);
+      else
+        quantize_row_q8_avx2(x + r * cols_, cols_, xq + r * cols_, xd + r * nblk);
+    }
+#pragma omp for schedule(dynamic)
+    for (int64_t item = 0; item < items; ++item) run(a, item * kChunk, std::min(rows_, (item + 1) * kChunk));
+  }
+}
+
+void LinearGgml::forward_reference(const float* x, int64_t rows, float* y, bool accumulate) const {
+  const bool q4 = type_ == GgmlType::kQ4_K;
+  const int64_t block = q4 ? kQK_K : kQK8_0, nblk = cols_ / block;
+  std::vector<int8_t> xq(static_cast<size_t>(rows * cols_));
+  std::vector<float> xd(static_cast<size_t>(rows * nblk));
+  std::vector<int16_t> xs(static_cast<size_t>(rows * nblk * 8));
+  if (q4)
+    quantize_activations_q8_k(x, rows, cols_, xq.data(), xd.data(), xs.data());
+  else
+    quantize_activations_q8(x, rows, cols_, xq.data(), xd.data());
+  for (int64_t m = 0; m < rows; ++m)
+    for (int64_t n = 0; n < rows_; ++n) {
+      const uint8_t* w = data_ + n * row_bytes_;
+      const int8_t* xr = xq.data() + m * cols_;
+      float lane[8] = {};
+      for (int64_t b = 0; b < nblk; ++b) {
+        const float dx = xd[m * nblk + b];
+        if (!q4) {  // block: f16 d, 32 int8
+          BlockQ8_0 blk;
+          std::memcpy(&blk, w + b * sizeof(BlockQ8_0), sizeof(blk));
+          const float scale = f16_to_f32(blk.d) * dx;
+          for (int l = 0; l < 8; ++l) {
+            int32_t s = 0;
+            for (int e = 4 * l; e < 4 * l + 4; ++e) s += int32_t{blk.qs[e]} * xr[b * kQK8_0 + e];
+            lane[l] = std::fma(static_cast<float>(s), scale, lane[l]);
+          }
+          continue;
+        }
+        BlockQ4_K blk;
+        std::memcpy(&blk, w + b * sizeof(BlockQ4_K), sizeof(blk));
+        int32_t sumi[8] = {}, summ[8] = {};
+        for (int j = 0; j < 8; ++j) {
+          uint8_t sc, mn;
+          q4k_scale_min(j, blk.scales, &sc, &mn);
+          int32_t xsum = 0;
+          for (int e = 0; e < 32; ++e) xsum += xr[b * kQK_K + 32 * j + e];
+          summ[j / 2] += int32_t{mn} * xsum;
+          for (int l = 0; l < 8; ++l) {
+            int32_t s = 0;
+            for (int e = 4 * l; e < 4 * l + 4; ++e) {
+              const uint8_t byte = blk.qs[32 * (j / 2) + e];
+              s += int32_t{j % 2 ? byte >> 4 : byte & 0xF} * xr[b * kQK_K + 32 * j + e];
+            }
+            sumi[l] += int32_t{sc} * s;
+          }
+        }
+        const float dd = f16_to_f32(blk.d) * dx, dm = f16_to_f32(blk.dmin) * dx;
+        for (int l = 0; l < 8; ++l) {
+          lane[l] = std::fma(static_cast<float>(sumi[l]), dd, lane[l]);
+          lane[l] = std::fma(-static_cast<float>(summ[l]), dm, lane[l]);
+        }
+      }
+      const float h = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+      float& out = y[m * rows_ + n];
+      out = accumulate ? out + h : h;
+    }
+}
+
+void LinearGgml::dequantize_row(int64_t row, float* out) const {
+  dequantize(type_, data_ + row * row_bytes_, out, cols_);
+}
+
+}  // namespace dllm::quant
