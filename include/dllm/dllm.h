@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -104,7 +105,18 @@ enum class Remasking { kLowConfidence, kRandom };
 
 // Which masked positions are revealed first (docs/denoising.md). kDefault: the family's (LLaDA: `remasking`;
 // Dream: `alg`).
-enum class Unmask { kDefault, kConfidence, kMargin, kEntropy, kRandom };
+// SDAR's remasking strategies (block-diffusion loops only): kSequential left to right; kLowConfidenceStatic the
+// most confident, a fixed count per step; kLowConfidenceDynamic all above the threshold, else the most confident.
+enum class Unmask {
+  kDefault,
+  kConfidence,
+  kMargin,
+  kEntropy,
+  kRandom,
+  kSequential,
+  kLowConfidenceStatic,
+  kLowConfidenceDynamic,
+};
 // How many positions are revealed per step. kDefault: the family's (LLaDA: kUniform; Dream: kTimestep, or
 // kTimestepBernoulli for alg=origin).
 enum class Transfer {
@@ -123,9 +135,20 @@ enum class Sampler {
 };
 // What a step recomputes (Fast-dLLM). kNone is exact; the others are approximations by design.
 enum class CacheMode {
+  kDefault,  // the family's: kBlock for block-diffusion families (LLaDA2, SDAR), kNone for the others
   kNone,
   kPrefix,  // K/V of everything before the current block computed once per block
   kDual,    // K/V of the prefix and of the suffix after the current block kept; only the block is recomputed
+  kBlock,   // block-diffusion families: finished blocks' K/V computed once (exact: block-causal attention)
+};
+
+// The official generation loop of a block-diffusion family (docs/denoising.md "Block diffusion"). kDefault: the
+// family's own (llada2: kLlada21, sdar: kSdar). The three run on either family (both are block-causal models).
+enum class BlockLoop {
+  kDefault,
+  kLlada20,  // LLaDA2.0 generate(): threshold commits with a top-k fallback, EOS stop after each block
+  kLlada21,  // LLaDA2.1 generate(): the same mask-to-token rule plus token-to-token editing and post steps
+  kSdar,     // SDAR block_diffusion_generate(): sequential / low_confidence_static / low_confidence_dynamic
 };
 
 // Generation settings. Defaults reproduce the official LLaDA generate() / Dream diffusion_generate(); the options
@@ -155,9 +178,22 @@ struct GenerateParams {
   double alg_temp = 0.0;  // > 0: positions drawn by multinomial(softmax(score / alg_temp)) instead of top-k
   double eps = 1e-3;      // kTimestep: the last timestep
 
-  CacheMode cache = CacheMode::kNone;
+  CacheMode cache = CacheMode::kDefault;
   int64_t cache_refresh = 0;  // > 0: also recompute the whole sequence every this many steps inside a block
 
+  // Block-diffusion loops (model.info().block_size > 0; docs/denoising.md "Block diffusion"). There,
+  // block_length 0 = the model's block_size, steps = denoising steps per block (0 = the loop's default: LLaDA2
+  // 32, capped at gen_length / minimal_topk; SDAR block_length), temperature 0 = greedy, top_k 0 / -1 = none.
+  BlockLoop block_loop = BlockLoop::kDefault;
+  double block_threshold = 0;     // confidence threshold; 0 = the loop's default (LLaDA2 0.95, SDAR 0.85)
+  int64_t minimal_topk = 1;       // LLaDA2: steps = min(steps, gen_length / minimal_topk)
+  bool eos_early_stop = false;    // LLaDA2: stop once an EOS is committed with nothing masked before it
+  double editing_threshold = 0.9;  // LLaDA2.1: a decoded token is replaced when p(new) > this
+  int64_t max_post_steps = 16;     // LLaDA2.1: editing passes over a block once its masks are gone
+  int64_t num_to_transfer = 1;     // LLaDA2.1: fewest masks committed per step
+  // SDAR stopping_criteria_idx: stop after a block that holds one of them. nullopt = the model's EOS / EOT;
+  // empty = never (the reference's default None).
+  std::optional<std::vector<int32_t>> stop_ids;
   // The official generate() functions take the [MASK] and EOS ids as arguments (LLaDA2: mask_id, eos_id); -1 =
   // the model's (ModelInfo). A model whose files do not name its mask id (ModelInfo::mask_id == -1) needs one here.
   int32_t mask_id = -1, eos_id = -1;
@@ -168,12 +204,18 @@ struct StepEvent {
   int64_t block = 0, step = 0, forwards = 0;
   const std::vector<std::vector<int32_t>>* canvas = nullptr;   // generated region of each row, masks included
   const std::vector<std::vector<int64_t>>* committed = nullptr;  // positions (in the generated region) set this step
+  // Block loops: positions (in the generated region) whose decoded token T2T editing replaced (LLaDA2.1).
+  const std::vector<std::vector<int64_t>>* edited = nullptr;
+  int64_t row = 0;  // block loops run the prompts one after another: this event's prompt (canvas has one row)
 };
 // Return false to cancel the generation.
 using StepCallback = std::function<bool(const StepEvent&)>;
 
 struct GenerateResult {
-  std::vector<std::vector<int32_t>> outputs;  // generated part of each row
+  std::vector<std::vector<int32_t>> outputs;  // generated part of each row (block loops: ending at the stop)
+  // Block loops: each row's whole final canvas as the official loop leaves it (prompt included, whole blocks,
+  // mask ids where nothing was decoded).
+  std::vector<std::vector<int32_t>> canvases;
   int64_t forwards = 0;                       // model calls (a cfg call counts once)
   int64_t forward_tokens = 0;                 // tokens run through the model over all calls (cache savings)
   double seconds = 0;

@@ -21,6 +21,7 @@ BatchedLogits forward_plans(Model& model, std::span<const ForwardPlan* const> pl
   int64_t from = INT64_MAX;
   for (const ForwardPlan* p : plans) {
     if (p->cache_op != CacheOp::kNone) fail("forward_plans: a cached plan runs alone (its cache is its own)");
+    if (p->attention_block > 0) fail("forward_plans: a block-causal plan runs alone");
     out.rows += p->rows;
     out.len = std::max(out.len, p->len);
     from = std::min(from, p->logits_from);

@@ -55,11 +55,30 @@ ForwardInput ForwardPlan::input() const {
   in.cache = cache;
   in.cache_op = cache_op;
   in.cache_offset = canvas_offset;
+  in.cache_append = cache_append;
+  in.attention_block = attention_block;
   return in;
 }
 
 DenoiseSettings resolve_settings(const ModelInfo& info, const GenerateParams& p) {
   DenoiseSettings s;
+  if (info.block_size > 0)
+    fail("generate: ", info.architecture,
+         " is a block-diffusion family: its loops are the BlockDenoiser's (denoise/block_denoiser.h), which "
+         "dllm::generate runs; infilling is not offered for it");
+  if (p.block_loop != BlockLoop::kDefault)
+    fail("generate: block_loop (LLaDA2.0 / LLaDA2.1 / SDAR) needs a block-diffusion model; ",
+         info.architecture, " is not one");
+  if (p.unmask == Unmask::kSequential || p.unmask == Unmask::kLowConfidenceStatic ||
+      p.unmask == Unmask::kLowConfidenceDynamic)
+    fail(
+        "generate: remasking sequential / low_confidence_static / low_confidence_dynamic are SDAR's "
+        "strategies "
+        "(block-diffusion families only); ",
+        info.architecture, " takes confidence, margin, entropy, random (low_confidence = confidence)");
+  if (p.cache == CacheMode::kBlock)
+    fail("generate: the block cache is for block-diffusion families (LLaDA2, SDAR); ", info.architecture,
+         " takes none, prefix or dual");
   const bool dream = info.architecture == "dream";
   PredictionOptions& o = s.prediction;
   const bool categorical = p.sampler == Sampler::kDefault ? dream : p.sampler == Sampler::kCategorical;
@@ -129,7 +148,7 @@ DenoiseSettings resolve_settings(const ModelInfo& info, const GenerateParams& p)
   }
   s.cfg = p.cfg_scale > 0;
   s.shift = info.shift_logits;
-  s.cache = p.cache;
+  s.cache = p.cache == CacheMode::kDefault ? CacheMode::kNone : p.cache;
   s.cache_refresh = p.cache_refresh;
   return s;
 }

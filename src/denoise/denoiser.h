@@ -44,6 +44,8 @@ struct ForwardPlan {
   int64_t canvas_offset = 0;  // canvas position of each row's first token
   CacheOp cache_op = CacheOp::kNone;
   KvCache* cache = nullptr;
+  int64_t cache_append = 0;     // kExtend (block loops)
+  int64_t attention_block = 0;  // > 0: block-causal (block loops); such a plan runs alone
   ForwardInput input() const;
 };
 

@@ -18,6 +18,16 @@ constexpr NamedValue<UnmaskWord> kUnmaskWords[] = {
      {Unmask::kRandom, Transfer::kTimestepBernoulli},
      "Dream's default alg: a random order, each masked position revealed with probability 1 - s/t (sets the "
      "schedule to timestep_bernoulli)"},
+    {"sequential",
+     {Unmask::kSequential},
+     "SDAR: left to right, the step's count from the first mask on (block-diffusion loops only)"},
+    {"low_confidence_static",
+     {Unmask::kLowConfidenceStatic},
+     "SDAR: the most confident masks, a fixed count per step (block-diffusion loops only)"},
+    {"low_confidence_dynamic",
+     {Unmask::kLowConfidenceDynamic},
+     "SDAR: every mask above the threshold, else the most confident (block-diffusion loops only; SDAR's "
+     "default)"},
     {"low_confidence", {Unmask::kConfidence}, "LLaDA's remasking name"},
     {"maskgit_plus", {Unmask::kConfidence}, "Dream's alg name"},
     {"topk_margin", {Unmask::kMargin}, "Dream's alg name"},
@@ -50,6 +60,20 @@ constexpr NamedValue<CacheMode> kCacheWords[] = {
     {"prefix", CacheMode::kPrefix, "K/V before the current block computed once per block (Fast-dLLM)"},
     {"dual", CacheMode::kDual,
      "K/V before and after the current block kept; only the block recomputed (Fast-dLLM)"},
+    {"block", CacheMode::kBlock,
+     "block-diffusion models (LLaDA2, SDAR; their default): finished blocks' K/V computed once (exact)"},
+};
+
+constexpr NamedValue<BlockLoop> kBlockLoopWords[] = {
+    {"llada2.0", BlockLoop::kLlada20,
+     "LLaDA2.0 generate(): threshold commits with a top-k fallback, stop after a block holding EOS"},
+    {"llada2.1", BlockLoop::kLlada21,
+     "LLaDA2.1 generate(): the same plus token-to-token editing (editing threshold, post steps); llada2's "
+     "default"},
+    {"sdar", BlockLoop::kSdar,
+     "SDAR block_diffusion_generate(): sequential / low_confidence_static / low_confidence_dynamic, stop "
+     "ids; "
+     "sdar's default"},
 };
 
 }  // namespace
@@ -98,6 +122,13 @@ template struct StrategyAxis<UnmaskWord>;
 template struct StrategyAxis<Transfer>;
 template struct StrategyAxis<CacheMode>;
 template struct StrategyAxis<Sampler>;
+template struct StrategyAxis<BlockLoop>;
+
+const StrategyAxis<BlockLoop>& block_loop_words() {
+  static const StrategyAxis<BlockLoop> axis{
+      "block_loop", "which official block-diffusion loop runs", {"block-loop"}, kBlockLoopWords};
+  return axis;
+}
 
 const StrategyAxis<UnmaskWord>& unmask_axis() {
   static const StrategyAxis<UnmaskWord> axis{
@@ -211,6 +242,8 @@ void apply_strategy(const StrategyChoice& c, GenerateParams& p) {
       throw StrategyError("threshold", "must be in (0, 1], got " + format_number(*c.threshold));
     number("threshold", Transfer::kThreshold);
     p.threshold = *c.threshold;
+    p.block_threshold =
+        *c.threshold;  // the block loops' threshold (LLaDA2's and SDAR's own default otherwise)
   }
   if (c.factor) {
     if (!(*c.factor > 0)) throw StrategyError("factor", "must be > 0, got " + format_number(*c.factor));

@@ -59,6 +59,10 @@ const StrategyAxis<Transfer>& transfer_axis();  // --schedule
 const StrategyAxis<Sampler>& sampler_axis();    // --sampler
 const StrategyAxis<CacheMode>& cache_axis();    // --cache
 
+// The block-diffusion loops (--block-loop, GenerateParams::block_loop): llada2.0, llada2.1, sdar. Not a
+// strategy axis (it picks a whole official loop), so not in apply_strategy; the same find / parse / accepted.
+const StrategyAxis<BlockLoop>& block_loop_words();
+
 // The markdown list of every axis and word that docs/denoising.md carries between its "strategy words"
 // markers (tests/denoise/strategy_names_test.cpp checks the doc holds exactly this).
 std::string strategy_words_markdown();

@@ -9,6 +9,7 @@ set -euo pipefail
 bin=$1
 root=$2
 model=$root/tests/data/oracle/models/llada_tiny_f32
+block_model=$root/tests/data/oracle/models/sdar_tiny_f32  # the block-diffusion words run here
 
 help=$("$bin" generate --help)
 # "--unmask TEXT  Which ...: a, b, c (aliases: x = a, y = b); default ..." -> "a b c x y"
@@ -22,6 +23,12 @@ run() {
     --seed 3 "$@" | sed 's/"seconds":[^,}]*//; s/"tokens_per_second":[^,}]*//'
 }
 
+run_block() {
+  "$bin" generate -q --json --dtype f32 -m "$block_model" --prompt-ids 10,20,30,40,50 --gen-length 16 --steps 2 \
+    --seed 3 "$@" | sed 's/"seconds":[^,}]*//; s/"tokens_per_second":[^,}]*//'
+}
+block_only=" sequential low_confidence_static low_confidence_dynamic block "
+
 n=0
 for axis in "unmask alg remasking" schedule sampler cache; do
   first=${axis%% *}
@@ -29,7 +36,12 @@ for axis in "unmask alg remasking" schedule sampler cache; do
   [ -n "$list" ] || { echo "FAIL: no words for --$first in --help"; exit 1; }
   for flag in $axis; do
     for word in $list; do
-      out=$(run "--$flag" "$word") || { echo "FAIL: generate --$flag $word"; exit 1; }
+      if [[ $block_only == *" $word "* ]]; then
+        out=$(run_block "--$flag" "$word") || { echo "FAIL: generate (sdar) --$flag $word"; exit 1; }
+        grep -q '"canvas":\[\[' <<<"$out" || { echo "FAIL: generate (sdar) --$flag $word: no canvas: $out"; exit 1; }
+      else
+        out=$(run "--$flag" "$word") || { echo "FAIL: generate --$flag $word"; exit 1; }
+      fi
       grep -q '"outputs":\[\[' <<<"$out" || { echo "FAIL: generate --$flag $word: $out"; exit 1; }
       n=$((n + 1))
     done
@@ -55,6 +67,23 @@ same "--schedule threshold --threshold 0.5" "--threshold 0.5"
 same "--sampler gumbel" ""                                    # LLaDA's token rule is the default
 differ "--sampler gumbel --temperature 1" "--sampler categorical --temperature 1"
 
+# Block-diffusion models: the block cache is exact; the words of the other families are refused, and theirs
+# refused by the bidirectional families.
+no_forwards() { sed 's/"forwards":[0-9]*//'; }
+[ "$(run_block --cache block | no_forwards)" = "$(run_block --cache none | no_forwards)" ] ||
+  { echo "FAIL: sdar --cache block and --cache none differ"; exit 1; }
+[ "$(run_block --remasking low_confidence_dynamic)" = "$(run_block)" ] || { echo "FAIL: sdar default"; exit 1; }
+[ "$(run_block --remasking low_confidence_static)" = "$(run_block --unmask confidence --schedule uniform)" ] ||
+  { echo "FAIL: sdar low_confidence_static"; exit 1; }
+for args in "--cache dual" "--unmask margin" "--schedule factor" "--sampler gumbel" "--block-loop llada3"; do
+  if run_block $args >/dev/null 2>&1; then echo "FAIL: sdar $args succeeded"; exit 1; fi
+done
+for args in "--unmask sequential" "--remasking low_confidence_static" "--alg low_confidence_dynamic" \
+  "--cache block" "--block-loop sdar"; do
+  if run $args >/dev/null 2>&1; then echo "FAIL: llada $args succeeded"; exit 1; fi
+done
+run_block --block-loop llada2.1 | grep -q '"canvas":' || { echo "FAIL: llada2.1 loop on sdar"; exit 1; }
+
 # Unknown words: non-zero exit, the flag named, the words listed; the same for infill and serve.
 fails() {
   local err
@@ -64,7 +93,7 @@ fails() {
 }
 fails run --alg magic | grep -q -- "--alg: 'magic' is not one of confidence, margin" || { echo "FAIL: --alg message"; exit 1; }
 fails run --schedule fast | grep -q -- "--schedule: 'fast' is not one of uniform," || { echo "FAIL: --schedule"; exit 1; }
-fails run --cache all | grep -q -- "--cache: 'all' is not one of none, prefix, dual" || { echo "FAIL: --cache"; exit 1; }
+fails run --cache all | grep -q -- "--cache: 'all' is not one of none, prefix, dual, block" || { echo "FAIL: --cache"; exit 1; }
 fails "$bin" infill -q -m "$root/models/demo" --text 'a <|mask:4|> b' --remasking magic >/dev/null
 fails timeout 20 "$bin" serve -q -m "$model" --port 0 --alg magic >/dev/null
 fails timeout 20 "$bin" serve -q -m "$model" --port 0 --cache everything >/dev/null

@@ -40,9 +40,11 @@ TEST(StrategyNames, EveryWordParsesToItsValue) {
   check_axis(sampler_axis());
   check_axis(cache_axis());
   EXPECT_EQ(sampler_axis().names(), "gumbel | categorical");
-  EXPECT_EQ(unmask_axis().names(), "confidence | margin | entropy | random | origin");
+  EXPECT_EQ(unmask_axis().names(),
+            "confidence | margin | entropy | random | origin | sequential | low_confidence_static | "
+            "low_confidence_dynamic");
   EXPECT_EQ(transfer_axis().names(), "uniform | timestep | timestep_bernoulli | threshold | factor");
-  EXPECT_EQ(cache_axis().names(), "none | prefix | dual");
+  EXPECT_EQ(cache_axis().names(), "none | prefix | dual | block");
 }
 
 // Every word a front end accepted before the tables keeps its meaning.
@@ -122,7 +124,7 @@ TEST(StrategyNames, ApplyCombinesTheAxesOneWay) {
   EXPECT_EQ(error_key(t), "threshold: must be in (0, 1], got 1.5");
 
   // Unknown words name the key and list what it takes; words given are applied over the defaults only.
-  EXPECT_EQ(error_key(words({{"cache", "all"}})), "cache: 'all' is not one of none, prefix, dual");
+  EXPECT_EQ(error_key(words({{"cache", "all"}})), "cache: 'all' is not one of none, prefix, dual, block");
   GenerateParams defaults;
   defaults.cache = CacheMode::kDual;
   defaults.transfer = Transfer::kThreshold;

@@ -112,6 +112,7 @@ void run_generate(const GenerateOptions& o) {
                           {"forwards", result.forwards},
                           {"seconds", result.seconds},
                           {"tokens_per_second", tps}};
+    if (!result.canvases.empty()) out["canvas"] = result.canvases;  // block-diffusion loops
     if (have_tokenizer) {
       out["texts"] = nlohmann::json::array();
       for (const auto& row : result.outputs) out["texts"].push_back(answer_text(tok, model->info(), row));
@@ -156,12 +157,17 @@ void setup(CLI::App& app) {
   cmd->add_option("--gen-length", o->params.gen_length, "Number of tokens to generate")
       ->capture_default_str();
   cmd->add_option("--block-length", o->params.block_length,
-                  "Semi-autoregressive block length (0 = gen-length: one block)")
+                  "Semi-autoregressive block length (0 = gen-length: one block; block-diffusion models: the "
+                  "model's block size)")
       ->capture_default_str();
-  cmd->add_option("--steps", o->params.steps,
-                  "Denoising steps in total, split evenly over blocks (0 = gen-length)")
+  cmd->add_option(
+         "--steps", o->params.steps,
+         "Denoising steps in total, split evenly over blocks (0 = gen-length); block-diffusion models: "
+         "steps per block (0 = the loop's default: LLaDA2 32, SDAR block-length)")
       ->capture_default_str();
-  cmd->add_option("--temperature", o->params.temperature, "Gumbel-max sampling temperature (0 = argmax)")
+  cmd->add_option(
+         "--temperature", o->params.temperature,
+         "Sampling temperature (0 = argmax; LLaDA: Gumbel-max, block-diffusion models: filtered softmax)")
       ->capture_default_str();
   cmd->add_option("--cfg-scale", o->params.cfg_scale, "Classifier-free guidance scale (0 = off)")
       ->capture_default_str();
@@ -179,7 +185,9 @@ void setup(CLI::App& app) {
   cmd->add_option("--dtype", o->dtype, kDtypeHelp)->capture_default_str();
   cmd->add_option("-t,--threads", o->threads, "Threads (0 = all cores)")->capture_default_str();
   cmd->add_flag("--json", o->json,
-                "Print one JSON object: {outputs: [[ids] per row], forwards, seconds, tokens_per_second}");
+                "Print one JSON object: {outputs: [[ids] per row], forwards, seconds, tokens_per_second} "
+                "(block-diffusion "
+                "models: also canvas, each row's whole final canvas, prompt and mask ids included)");
   cmd->add_flag("-q,--quiet", o->quiet, "No status lines on stderr");
   cmd->add_flag(
       "--visual", o->visual,

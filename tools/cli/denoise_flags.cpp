@@ -1,6 +1,8 @@
 #include "denoise_flags.h"
 
 #include <cctype>
+#include <climits>
+#include <cstdlib>
 
 #include "core/error.h"
 #include "denoise/strategy_names.h"
@@ -39,7 +41,34 @@ void add_denoise_flags(CLI::App* cmd, GenerateParams& p, DenoiseFlags& f) {
       ->capture_default_str();
   cmd->add_option("--top-p", p.top_p, "Dream: nucleus filter (1 = off)")->capture_default_str();
   add_axis(cmd, sampler_axis(), f, "; default: the family's (LLaDA: gumbel; Dream: categorical)");
-  add_axis(cmd, cache_axis(), f, "; default: none");
+  add_axis(cmd, cache_axis(), f, "; default: none (block-diffusion models, LLaDA2 / SDAR: block)");
+  // Block-diffusion loops (LLaDA2.x, SDAR; docs/denoising.md "Block diffusion").
+  cmd->add_option("--block-loop", f.block_loop,
+                  "Block-diffusion models: which official loop runs: " + block_loop_words().accepted() +
+                      "; default: the family's (llada2: llada2.1, sdar: sdar)");
+  cmd->add_option("--minimal-topk", p.minimal_topk, "LLaDA2: steps per block = min(steps, gen-length / this)")
+      ->capture_default_str();
+  cmd->add_flag(
+      "--eos-early-stop", p.eos_early_stop,
+      "LLaDA2: stop once an EOS is committed with nothing masked before it (2.0: within a block; 2.1: "
+      "after the block)");
+  cmd->add_option("--editing-threshold", p.editing_threshold,
+                  "LLaDA2.1: a decoded token of the current block is replaced when the new one's p > this")
+      ->capture_default_str();
+  cmd->add_option("--max-post-steps", p.max_post_steps,
+                  "LLaDA2.1: editing passes over a block once its masks are gone (0 = none)")
+      ->capture_default_str();
+  cmd->add_option("--num-to-transfer", p.num_to_transfer,
+                  "LLaDA2.1: fewest masks committed per step (the top-k fallback below the threshold)")
+      ->capture_default_str();
+  cmd->add_option("--mask-id", p.mask_id,
+                  "The [MASK] id (-1 = the model's; needed when its files name none, as the official LLaDA2 "
+                  "generate() takes it)")
+      ->capture_default_str();
+  cmd->add_option("--eos-id", p.eos_id, "The EOS id (-1 = the model's)")->capture_default_str();
+  cmd->add_option("--stop-ids", f.stop_ids,
+                  "SDAR: comma-separated ids that end generation after the block holding one; 'none' = never "
+                  "(the reference's default); default: the model's EOS and EOT");
   cmd->add_option("--cache-refresh", p.cache_refresh,
                   "With a cache: full recompute every N steps (0 = per block)")
       ->capture_default_str();
@@ -55,6 +84,25 @@ void apply_denoise_flags(const DenoiseFlags& f, GenerateParams& p) {
     apply_strategy(choice, p);
   } catch (const StrategyError& e) {
     fail("--", e.key, ": ", e.what());
+  }
+  if (f.block_loop) p.block_loop = block_loop_words().parse(*f.block_loop, "--block-loop");
+  if (f.stop_ids) {
+    std::vector<int32_t> ids;
+    if (*f.stop_ids != "none") {
+      size_t at = 0;
+      const std::string& s = *f.stop_ids;
+      while (at <= s.size()) {
+        const size_t comma = std::min(s.find(',', at), s.size());
+        const std::string id = s.substr(at, comma - at);
+        char* end = nullptr;
+        const long v = std::strtol(id.c_str(), &end, 10);
+        if (id.empty() || *end != '\0' || v < 0 || v > INT32_MAX)
+          fail("--stop-ids: '", id, "' is not a token id (give ids separated by commas, or 'none')");
+        ids.push_back(static_cast<int32_t>(v));
+        at = comma + 1;
+      }
+    }
+    p.stop_ids = ids;
   }
 }
 

@@ -16,6 +16,7 @@ struct DenoiseFlags {
   std::map<std::string, std::optional<std::string>>
       words;  // flag name without dashes -> the word, when given
   std::optional<double> threshold, factor;
+  std::optional<std::string> block_loop, stop_ids;  // block-diffusion loops
 };
 
 // Registers the flags; plain numeric ones write straight into params.
