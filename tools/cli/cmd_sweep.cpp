@@ -34,6 +34,53 @@ struct Setting {
   GenerateParams params;
 };
 
+// Block-diffusion models (LLaDA2, SDAR): the official loops with the block cache off (the reference, every
+// step recomputes the prefix) and on (exact: the same tokens, fewer tokens run), and the faster settings of each.
+std::vector<Setting> block_settings(const SweepOptions& o, const ModelInfo& mi) {
+  GenerateParams base;
+  base.gen_length = o.gen_length;
+  base.block_length = o.block_length;
+  auto make = [&](BlockLoop loop, CacheMode cache, auto fn) {
+    GenerateParams p = base;
+    p.block_loop = loop;
+    p.cache = cache;
+    fn(p);
+    return p;
+  };
+  auto none = [](GenerateParams&) {};
+  const int64_t B = o.block_length;
+  auto one_per_step = [B](GenerateParams& p) { p.steps = B; };
+  std::vector<Setting> out;
+  if (mi.architecture == "sdar") {
+    auto seq = [&](GenerateParams& p) {
+      p.steps = B;
+      p.unmask = Unmask::kSequential;
+    };
+    auto dyn = [&](GenerateParams& p) {
+      p.steps = B;
+      p.unmask = Unmask::kLowConfidenceDynamic;
+      p.block_threshold = o.threshold;
+    };
+    out = {{"sdar sequential, no cache", make(BlockLoop::kSdar, CacheMode::kNone, seq)},
+           {"sdar sequential + block cache", make(BlockLoop::kSdar, CacheMode::kBlock, seq)},
+           {"sdar dynamic, no cache", make(BlockLoop::kSdar, CacheMode::kNone, dyn)},
+           {"sdar dynamic + block cache", make(BlockLoop::kSdar, CacheMode::kBlock, dyn)}};
+  } else {
+    auto thr = [&](GenerateParams& p) {
+      p.steps = B;
+      p.block_threshold = o.threshold;
+    };
+    out = {{"llada2.0 1/step, no cache", make(BlockLoop::kLlada20, CacheMode::kNone, one_per_step)},
+           {"llada2.0 1/step + block cache", make(BlockLoop::kLlada20, CacheMode::kBlock, one_per_step)},
+           {"llada2.0 threshold, no cache", make(BlockLoop::kLlada20, CacheMode::kNone, thr)},
+           {"llada2.0 threshold + block cache", make(BlockLoop::kLlada20, CacheMode::kBlock, thr)},
+           {"llada2.1 default, no cache", make(BlockLoop::kLlada21, CacheMode::kNone, none)},
+           {"llada2.1 default + block cache", make(BlockLoop::kLlada21, CacheMode::kBlock, none)}};
+  }
+  for (auto& s : out) s.params.stop_ids = std::vector<int32_t>{};  // whole canvases: comparable lengths
+  return out;
+}
+
 std::vector<Setting> settings(const SweepOptions& o) {
   GenerateParams exact;
   exact.gen_length = o.gen_length;
@@ -76,13 +123,14 @@ void run_sweep(const SweepOptions& o) {
   if (o.model.empty() == o.shape.empty()) fail("give either -m DIR or --shape NAME");
   if (o.gen_length <= 0 || o.block_length <= 0 || o.gen_length % o.block_length != 0)
     fail("--gen-length ", o.gen_length, " must be a positive multiple of --block-length ", o.block_length);
-  if (o.gen_length % 4 != 0 || (o.gen_length / 4) % (o.gen_length / o.block_length) != 0)
-    fail("--gen-length ", o.gen_length, ": gen/4 steps must split evenly over the blocks");
   const Precision compute = parse_dtype(o.dtype);
   std::shared_ptr<Model> model = o.model.empty()
                                      ? make_random_model(find_shape(o.shape), o.layers, compute, 1234)
                                      : load_model_or_throw(o.model, compute, o.threads, true);
   const ModelInfo& mi = model->info();
+  const bool block_model = mi.block_size > 0;
+  if (!block_model && (o.gen_length % 4 != 0 || (o.gen_length / 4) % (o.gen_length / o.block_length) != 0))
+    fail("--gen-length ", o.gen_length, ": gen/4 steps must split evenly over the blocks");
   std::vector<std::vector<int32_t>> prompts;
   for (const auto& text : o.prompt_ids) prompts.push_back(parse_ids(text));
   if (prompts.empty()) {
@@ -108,7 +156,7 @@ void run_sweep(const SweepOptions& o) {
                 o.model.empty() ? o.shape.c_str() : o.model.c_str(), mi.architecture.c_str(), prompts.size(),
                 static_cast<long long>(o.gen_length), static_cast<long long>(o.block_length), "setting",
                 "fwd/token", "tokens run", "tokens/s", "speed-up", "agree");
-  for (const auto& s : settings(o)) {
+  for (const auto& s : block_model ? block_settings(o, mi) : settings(o)) {
     int64_t forwards = 0, forward_tokens = 0, same = 0, total = 0;
     double seconds = 0;
     std::vector<std::vector<int32_t>> outputs;
@@ -123,8 +171,12 @@ void run_sweep(const SweepOptions& o) {
       reference = outputs;
       exact_seconds = seconds;
     }
-    for (size_t i = 0; i < outputs.size(); ++i)
-      for (size_t j = 0; j < outputs[i].size(); ++j, ++total) same += outputs[i][j] == reference[i][j];
+    // Outputs may end early (a stop token): positions past the shorter one count as disagreement.
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      const size_t n = std::max(outputs[i].size(), reference[i].size());
+      for (size_t j = 0; j < n; ++j, ++total)
+        same += j < outputs[i].size() && j < reference[i].size() && outputs[i][j] == reference[i][j];
+    }
     const double generated = static_cast<double>(prompts.size() * o.gen_length);
     const double agree = static_cast<double>(same) / static_cast<double>(total);
     const double speedup = seconds > 0 ? exact_seconds / seconds : 0;
@@ -156,8 +208,9 @@ void setup(CLI::App& app) {
   auto o = std::make_shared<SweepOptions>();
   auto* cmd = app.add_subcommand(
       "sweep",
-      "Run one prompt set under several denoising settings (schedules, threshold/factor, caches) and "
-      "report forwards/token, tokens/s and agreement with the exact per-token schedule");
+      "Run one prompt set under several denoising settings (schedules, threshold/factor, caches; for "
+      "block-diffusion models the official loops with the block cache off and on) and report forwards/token, "
+      "tokens run, tokens/s, speed-up and agreement with the first (exact) setting");
   cmd->add_option("-m,--model", o->model, "Model directory");
   cmd->add_option("--shape", o->shape, "Random model of a named shape instead of -m (see dllm bench --help)");
   cmd->add_option("--layers", o->layers, "With --shape: number of layers (0 = the shape's own)")
@@ -171,7 +224,9 @@ void setup(CLI::App& app) {
   cmd->add_option("--gen-length", o->gen_length, "Generated tokens per prompt")->capture_default_str();
   cmd->add_option("--block-length", o->block_length, "Semi-autoregressive block length")
       ->capture_default_str();
-  cmd->add_option("--threshold", o->threshold, "Fast-dLLM confidence threshold")->capture_default_str();
+  cmd->add_option("--threshold", o->threshold,
+                  "Fast-dLLM confidence threshold (block models: the LLaDA2.0 / SDAR dynamic threshold)")
+      ->capture_default_str();
   cmd->add_option("--factor", o->factor, "Fast-dLLM factor")->capture_default_str();
   cmd->add_option("--dtype", o->dtype, kDtypeHelp)->capture_default_str();
   cmd->add_option("-t,--threads", o->threads, "Threads (0 = all cores)")->capture_default_str();
