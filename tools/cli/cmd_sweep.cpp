@@ -187,7 +187,8 @@ void run_sweep(const SweepOptions& o) {
                     {"seconds", seconds},
                     {"tokens_per_second", generated / seconds},
                     {"speedup_vs_exact", speedup},
-                    {"agreement", agree}});
+                    {"agreement", agree},
+                    {"outputs", outputs}});
     if (!o.json)
       std::printf("%-30s %9.3f %12lld %10.1f %8.2fx %8.1f%%\n", s.name.c_str(), forwards / generated,
                   static_cast<long long>(forward_tokens), generated / seconds, speedup, 100 * agree);
