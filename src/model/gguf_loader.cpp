@@ -17,6 +17,7 @@
 
 #include "core/error.h"
 #include "io/gguf.h"
+#include "kernels/quant/linear_ggml.h"
 #include "kernels/quant/quant.h"
 #include "model/family.h"
 #include "model/precision.h"
@@ -106,8 +107,14 @@ class TensorTaker {
   // pointer offset and 8-bit Q8_0 slices stay as stored. allow_q8 = false keeps the matrix plain (the
   // router).
   MatMul rows(const GgufTensor& t, int64_t first, int64_t count, int64_t in, ComputeType ct,
-              bool allow_q8 = true) const {
+              bool allow_q8 = true, bool expert = false) const {
     const uint8_t* data = t.data + static_cast<size_t>(first) * ggml_row_bytes(t.type, in);
+    // Multiplied in place from the mapped blocks (quant::LinearGgml), not copied or requantised: Q4_K always
+    // (it stays 4.5 bits a weight: an expert of LLaDA2-mini reads half the bytes of its 8-bit copy), Q8_0 for
+    // the experts (a 16B-parameter model must not be copied into memory beside its mapping).
+    if (allow_q8 && weights_ == WeightFormat::kAuto &&
+        ((t.type == GgmlType::kQ4_K && in % 256 == 0) || (expert && t.type == GgmlType::kQ8_0 && in % 32 == 0)))
+      return quant::LinearGgml::view(t.type, data, count, in, file_);
     const bool q8 = allow_q8 && want_q8(t, in);
     if (q8 && t.type == GgmlType::kQ8_0) return quant::LinearQ8::from_q8_0(data, count, in);
     const auto dt = plain_dtype(t.type);
@@ -424,7 +431,7 @@ std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
         // One stacked tensor per layer, ggml [in, out, experts]: expert e is rows [e*out, (e+1)*out).
         const GgufTensor& t = take.take(name, {c.moe.experts, shape[0], shape[1]});
         for (int64_t e = 0; e < c.moe.experts; ++e)
-          (*experts)[e] = take.rows(t, e * shape[0], shape[0], shape[1], ct);
+          (*experts)[e] = take.rows(t, e * shape[0], shape[0], shape[1], ct, true, /*expert=*/true);
       } else if (spec.role == TensorRole::kRouter) {
         // The router runs in f32 and never in 8 bits (LLaDA2MoeGate casts to float32; the choice is
         // discrete).

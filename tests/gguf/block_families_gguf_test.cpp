@@ -13,6 +13,7 @@
 #include <tuple>
 
 #include "convert/gguf_convert.h"
+#include "model/transformer.h"
 #include "dllm/dllm.h"
 #include "gguf_test_util.h"
 #include "io/safetensors.h"
@@ -287,6 +288,21 @@ TEST(BlockFamiliesGguf, Q8FileEqualsF32FileQuantisedAtLoad) {
     ++models;
   }
   EXPECT_EQ(models, 2);
+}
+
+// The experts of a Q8_0 file are multiplied in place from the mapped blocks (quant::LinearGgml views), not
+// copied into LinearQ8: a 16B-parameter MoE must not be held twice. Every expert matrix of every MoE layer.
+TEST(BlockFamiliesGguf, Q8ExpertsRunInPlace) {
+  auto m = load(converted("llada2_tiny_f32", GgmlType::kQ8_0));
+  ASSERT_TRUE(m);
+  const auto* t = dynamic_cast<const Transformer*>(m.get());
+  ASSERT_NE(t, nullptr);
+  const auto& c = t->config();
+  int64_t moe_layers = 0;
+  for (int64_t l = 0; l < c.info.n_layers; ++l) moe_layers += c.is_moe_layer(l);
+  ASSERT_GT(moe_layers, 0);
+  EXPECT_EQ(t->ggml_matrices(), moe_layers * c.moe.experts * 3);
+  EXPECT_EQ(t->ggml_type_name(), "Q8_0");
 }
 
 // ---- malformed files
