@@ -3,6 +3,7 @@
 #include <httplib.h>
 
 #include <csignal>
+#include <cstring>
 #include <cstdio>
 #include <filesystem>
 
@@ -24,14 +25,29 @@ void on_signal(int) {
 
 constexpr auto kHeartbeat = std::chrono::milliseconds(1000);
 
-// The request field a DenoiseLoop validation message is about (its messages name GenerateParams fields;
-// longer names first: "editing_threshold" holds "threshold").
-std::string param_of(const std::string& message) {
-  for (const char* f : {"editing_threshold", "max_post_steps", "num_to_transfer", "minimal_topk", "stop_at_eos",
-                        "eos_early_stop", "mask_id", "eos_id", "block_length", "steps", "threshold", "factor",
-                        "top_p", "top_k", "cfg_scale", "temperature", "alg_temp", "cache", "remasking", "sampler",
-                        "unmask", "schedule"})
-    if (message.find(f) != std::string::npos) return f;
+// The request field a DenoiseLoop validation message is about (its messages name GenerateParams fields): the
+// name that occurs first in the message, among the fields the request gave when one of them occurs (a message
+// may name another field in passing: "remasking is ... (the threshold goes with ...)"); at one position the
+// longer name ("editing_threshold" holds "threshold").
+std::string param_of(const std::string& message, const json& body) {
+  static const char* const kFields[] = {
+      "editing_threshold", "max_post_steps", "num_to_transfer", "minimal_topk", "stop_at_eos", "eos_early_stop",
+      "mask_id", "eos_id", "block_length", "steps", "threshold", "factor", "top_p", "top_k", "cfg_scale",
+      "temperature", "alg_temp", "cache", "remasking", "unmask", "alg", "schedule", "sampler"};
+  std::string best;
+  size_t best_at = std::string::npos;
+  for (bool given_only : {true, false}) {
+    for (const char* f : kFields) {
+      if (given_only && !body.contains(f)) continue;
+      const size_t at = message.find(f);
+      if (at == std::string::npos) continue;
+      if (best_at == std::string::npos || at < best_at || (at == best_at && std::strlen(f) > best.size())) {
+        best = f;
+        best_at = at;
+      }
+    }
+    if (!best.empty()) return best;
+  }
   if (message.find("gen_length") != std::string::npos) return "max_tokens";
   if (message.find("prompt") != std::string::npos) return "prompt";
   return "";
@@ -205,7 +221,7 @@ void App::generate(const httplib::Request& req, httplib::Response& res, Endpoint
     // choice, one after another (each seeded by its choice index).
     denoiser = make_denoise_loop(model_->info(), std::vector<std::vector<int32_t>>(r.n, r.prompt), r.params);
   } catch (const std::exception& e) {
-    return reply_error(res, {400, e.what(), param_of(e.what()), "invalid_request_error", ""}, name);
+    return reply_error(res, {400, e.what(), param_of(e.what(), body), "invalid_request_error", ""}, name);
   }
   const Updates updates = !r.stream ? Updates::kNone : (r.diffusing ? Updates::kAll : Updates::kLatest);
   x->job = std::make_shared<Job>(std::move(denoiser), updates);
