@@ -51,28 +51,29 @@ class BlockLoops final : public DenoiseLoop {
   bool done() const override { return done_; }
   const ForwardPlan& plan() override {
     if (done_) fail("DenoiseLoop::plan: generation is over");
+    if (d_->done()) next();  // the previous prompt's loop lived on for its last event()
     return d_->plan();
   }
   void step(std::span<const float> logits) override {
     if (done_) fail("DenoiseLoop::step: generation is over");
+    if (d_->done()) next();
     d_->step(logits);
     event_ = d_->event();
     const BlockSettings& s = d_->settings();
     const int64_t size = event_.canvas ? static_cast<int64_t>((*event_.canvas)[0].size()) : 0;
-    int64_t frozen = size;  // LLaDA2.0 / SDAR never change a committed token
-    if (d_->done()) {
-      frozen = static_cast<int64_t>(d_->result().outputs[0].size());  // the output ends at its stop
-    } else if (s.loop == BlockLoop::kLlada21) {
+    int64_t frozen = size;  // LLaDA2.0 / SDAR never change a committed token; nothing changes once done
+    if (!d_->done() && s.loop == BlockLoop::kLlada21) {
       const int64_t prompt = static_cast<int64_t>(prompts_[row_].size());
       frozen = std::clamp<int64_t>(event_.block * s.block_length - prompt, 0, size);
     }
-    final_.assign(1, frozen);
+    // The canvas is whole blocks: what lies past gen_length is never part of the output.
+    final_.assign(1, std::min(frozen, s.gen_length));
     event_.final_prefix = &final_;
     if (d_->done()) finish_row();
   }
   void cancel() override {
     if (done_) return;
-    if (d_) {
+    if (!d_->done()) {
       d_->cancel();
       finish_row();
     }
@@ -88,7 +89,7 @@ class BlockLoops final : public DenoiseLoop {
  private:
   void next() {
     d_ = std::make_unique<BlockDenoiser>(info_, prompts_[row_], params_, static_cast<int64_t>(row_));
-    if (d_->done()) finish_row();  // nothing to denoise (cannot happen with gen_length > 0)
+    if (d_->done()) fail("generate: nothing to denoise");  // cannot happen: gen_length > 0
   }
   void finish_row() {
     GenerateResult r = d_->result();
@@ -97,11 +98,8 @@ class BlockLoops final : public DenoiseLoop {
     all_.forwards += r.forwards;
     all_.forward_tokens += r.forward_tokens;
     all_.cancelled = all_.cancelled || r.cancelled;
-    if (r.cancelled || ++row_ == prompts_.size()) {
-      done_ = true;
-      return;
-    }
-    next();
+    // The next prompt's loop starts at the next plan() / step(): event() still points into this one.
+    if (r.cancelled || ++row_ == prompts_.size()) done_ = true;
   }
 
   ModelInfo info_;

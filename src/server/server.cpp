@@ -227,7 +227,14 @@ void App::generate(const httplib::Request& req, httplib::Response& res, Endpoint
   x->job = std::make_shared<Job>(std::move(denoiser), updates);
   x->meta = make_meta(endpoint, o_.policy.model_id);
   x->endpoint = name;
-  for (int i = 0; i < r.n; ++i) x->streams.emplace_back(codec_, r.stop, r.params.mask_id, r.params.eos_id);
+  // SDAR's output ends after a stop id (kept in the text unless it is an end token).
+  const bool sdar = model_->info().block_size > 0 &&
+                    (r.params.block_loop == BlockLoop::kSdar ||
+                     (r.params.block_loop == BlockLoop::kDefault && model_->info().architecture == "sdar"));
+  for (int i = 0; i < r.n; ++i) {
+    x->streams.emplace_back(codec_, r.stop, r.params.mask_id, r.params.eos_id);
+    if (sdar && r.params.stop_ids) x->streams.back().stop_after(*r.params.stop_ids);
+  }
   if (!scheduler_.submit(x->job)) {
     ApiError e{429,
                "the request queue is full (" + std::to_string(o_.limits.max_queue) + " waiting); retry later",

@@ -156,6 +156,10 @@ std::string PrefixStream::advance(std::span<const int32_t> canvas, bool final, i
       pending_ += std::to_string(id);
     }
     ++consumed_;
+    if (std::find(stop_after_.begin(), stop_after_.end(), id) != stop_after_.end()) {
+      stopped_ = true;
+      break;
+    }
   }
   if (final || stopped_) {
     if (detok_) pending_ += detok_->flush();

@@ -81,6 +81,8 @@ class PrefixStream {
   // an edit may still replace (LLaDA2.1, StepEvent::final_prefix) is never emitted. Returns the new text
   // (possibly "").
   std::string advance(std::span<const int32_t> canvas, bool final, int64_t final_prefix = -1);
+  // Tokens that end the text after themselves (SDAR's stop_ids that are not end tokens: its output keeps them).
+  void stop_after(std::vector<int32_t> ids) { stop_after_ = std::move(ids); }
   bool done() const { return done_; }             // no more text will come
   bool stopped() const { return stopped_; }       // an end token or a stop string was reached
   bool stop_string() const { return stop_hit_; }  // ... and it was a stop string
@@ -91,6 +93,7 @@ class PrefixStream {
   const TextCodec& codec_;
   std::vector<std::string> stop_;
   int32_t mask_id_ = -1, eos_id_ = -1;
+  std::vector<int32_t> stop_after_;
   std::optional<StreamingDetokenizer> detok_;
   int64_t consumed_ = 0;
   std::string pending_;  // decoded, not yet emitted (stop-string hold-back)

@@ -181,6 +181,16 @@ TEST(PrefixStream, TakesTheRequestsOwnIds) {
   EXPECT_TRUE(s.stopped());
 }
 
+TEST(PrefixStream, StopsAfterAStopId) {
+  ModelInfo info = tiny_info();
+  TextCodec codec = TextCodec::load("", info);
+  PrefixStream s(codec, {});
+  s.stop_after({7});  // SDAR stop_ids: the output keeps the stop id
+  EXPECT_EQ(s.advance(std::vector<int32_t>{5, 7, 9, 500}, false), "5 7");
+  EXPECT_TRUE(s.done());
+  EXPECT_EQ(s.tokens(), 2);
+}
+
 // The block-diffusion knobs: the CLI's names (--block-loop ...), 400s naming the field.
 struct BlockFixture : Fixture {
   BlockFixture() {

@@ -146,7 +146,9 @@ TEST(Scheduler, BlockLoopsMatchGenerateAlone) {
       EXPECT_EQ(got.forwards, want.forwards) << name << " job " << i;
       for (int r = 0; r < n[i]; ++r)
         EXPECT_EQ(last[r], static_cast<int64_t>(want.outputs[r].size())) << "a finished choice is all final";
-      if (name == "sdar_tiny_f32") EXPECT_EQ(edits, 0) << "SDAR never edits";
+      if (name == "sdar_tiny_f32") {
+        EXPECT_EQ(edits, 0) << "SDAR never edits";
+      }
     }
   }
 }
