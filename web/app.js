@@ -4,7 +4,9 @@ R"dllm_web(// Wrapped in a C++ raw string literal by its first and last lines: s
 'use strict';
 
 const $ = (id) => document.getElementById(id);
-window.dllm = { model: null, canvases: [], final: '', done: false, error: null, steps: 0 };
+window.dllm = { model: null, canvases: [], final: '', done: false, error: null, steps: 0, edits: 0 };
+// Canvas positions an edit replaced earlier in this run (LLaDA2.1 token-to-token editing).
+let editedBefore = new Set();
 let controller = null;
 
 async function api(path, options = {}) {
@@ -28,17 +30,23 @@ async function loadModel() {
       $('mode').querySelector('option[value=chat]').disabled = true;
     }
     if (info.defaults) {
+      // Block-diffusion models (LLaDA2.x, SDAR): steps and block length are per block, default the model's.
+      const block = info.block_size > 0 ? info.block_size : 0;
       $('gen-length').value = info.defaults.max_tokens;
-      $('steps').value = info.defaults.steps || info.defaults.max_tokens;
-      $('block-length').value = info.defaults.block_length || info.defaults.max_tokens;
+      $('steps').value = info.defaults.steps || block || info.defaults.max_tokens;
+      $('block-length').value = info.defaults.block_length || block || info.defaults.max_tokens;
     }
   } catch (e) {
     $('model-name').textContent = 'model: ' + e.message;
   }
 }
 
-function drawCanvas(row, committed) {
-  const fresh = new Set(committed);
+// Committed in this step: 'new'; replaced by an edit in this step: 'edit' (not a fresh commit); replaced by an
+// edit earlier: 'edited'; past the final prefix (LLaDA2.1 may still edit it): 'open'.
+function drawCanvas(row) {
+  const fresh = new Set(row.committed);
+  const edits = new Set(row.edited || []);
+  const final = row.final === undefined ? row.length : row.final;
   const box = $('canvas');
   const frag = document.createDocumentFragment();
   row.pieces.forEach((piece, i) => {
@@ -47,12 +55,14 @@ function drawCanvas(row, committed) {
       span.className = 'mask';
       span.textContent = '░';
     } else {
-      span.className = fresh.has(i) ? 'tok new' : 'tok';
+      span.className = edits.has(i) ? 'tok edit' : fresh.has(i) ? 'tok new' : editedBefore.has(i) ? 'tok edited' : 'tok';
+      if (i >= final) span.classList.add('open');
       span.textContent = piece;
     }
     frag.appendChild(span);
   });
   box.replaceChildren(frag);
+  for (const i of edits) editedBefore.add(i);
 }
 
 function onChunk(chunk, t0) {
@@ -62,7 +72,9 @@ function onChunk(chunk, t0) {
     const row = d.rows[0];
     window.dllm.canvases.push(row.canvas);
     window.dllm.steps = d.step;
-    drawCanvas(row, row.committed);
+    window.dllm.edits += (row.edited || []).length;
+    drawCanvas(row);
+    $('edits').textContent = window.dllm.edits;
     const done = row.length - row.masked;
     $('step').textContent = d.step;
     $('block').textContent = d.block;
@@ -86,7 +98,9 @@ async function run() {
   $('error').textContent = '';
   $('final').textContent = '';
   $('canvas').replaceChildren();
-  Object.assign(window.dllm, { canvases: [], final: '', done: false, error: null, steps: 0 });
+  Object.assign(window.dllm, { canvases: [], final: '', done: false, error: null, steps: 0, edits: 0 });
+  editedBefore = new Set();
+  $('edits').textContent = 0;
   const chat = $('mode').value === 'chat';
   const num = (id) => Number($(id).value);
   const body = {

@@ -207,6 +207,11 @@ struct StepEvent {
   // Block loops: positions (in the generated region) whose decoded token T2T editing replaced (LLaDA2.1).
   const std::vector<std::vector<int64_t>>* edited = nullptr;
   int64_t row = 0;  // block loops run the prompts one after another: this event's prompt (canvas has one row)
+  // Per row of `canvas`: positions [0, final_prefix[r]) will not change any more (a streamed text may show
+  // them). Bidirectional loops never change a committed token; LLaDA2.1 edits decoded tokens of the current
+  // block, so its final prefix ends where that block starts (earlier blocks are frozen). nullptr: every
+  // committed token is final (DenoiseLoop fills it in for every loop).
+  const std::vector<int64_t>* final_prefix = nullptr;
 };
 // Return false to cancel the generation.
 using StepCallback = std::function<bool(const StepEvent&)>;

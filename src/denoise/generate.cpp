@@ -1,10 +1,9 @@
-// dllm::generate / dllm::infill: thin drivers over a Denoiser (one request, forwards run here one after
-// another), or, for block-diffusion families (ModelInfo::block_size > 0), over one BlockDenoiser per prompt.
+// dllm::generate / dllm::infill: thin drivers over a DenoiseLoop (denoise/denoise_loop.h: a Denoiser, or one
+// BlockDenoiser per prompt for block-diffusion families), forwards run here one after another.
 #include <chrono>
 
 #include "core/error.h"
-#include "denoise/block_denoiser.h"
-#include "denoise/denoiser.h"
+#include "denoise/denoise_loop.h"
 
 namespace dllm {
 
@@ -14,35 +13,13 @@ Expected<GenerateResult> drive(Model& model, const std::vector<std::vector<int32
                                const GenerateParams& params, const StepCallback& on_step, bool infill) {
   return capture([&] {
     const auto start = std::chrono::steady_clock::now();
-    if (model.info().block_size > 0) {
-      if (infill)
-        fail("infill: ", model.info().architecture, " is a block-diffusion family; infilling is not offered");
-      // The official block loops are batch-1: the prompts run one after another, each on its own grid.
-      GenerateResult all;
-      for (size_t row = 0; row < rows.size() && !all.cancelled; ++row) {
-        BlockDenoiser d(model.info(), rows[row], params, static_cast<int64_t>(row));
-        while (!d.done()) {
-          std::vector<float> logits = model.forward(d.plan().input()).value();
-          d.step(logits);
-          if (on_step && !on_step(d.event())) d.cancel();
-        }
-        GenerateResult r = d.result();
-        all.outputs.push_back(std::move(r.outputs[0]));
-        all.canvases.push_back(std::move(r.canvases[0]));
-        all.forwards += r.forwards;
-        all.forward_tokens += r.forward_tokens;
-        all.cancelled = r.cancelled;
-      }
-      all.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      return all;
+    std::unique_ptr<DenoiseLoop> d = make_denoise_loop(model.info(), rows, params, infill);
+    while (!d->done()) {
+      std::vector<float> logits = model.forward(d->plan().input()).value();
+      d->step(logits);
+      if (on_step && !on_step(d->event())) d->cancel();
     }
-    Denoiser d(model.info(), rows, params, infill);
-    while (!d.done()) {
-      std::vector<float> logits = model.forward(d.plan().input()).value();
-      d.step(logits);
-      if (on_step && !on_step(d.event())) d.cancel();
-    }
-    GenerateResult r = d.result();
+    GenerateResult r = d->result();
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return r;
   });

@@ -1,5 +1,6 @@
 #include "server/request.h"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -135,7 +136,10 @@ const std::set<std::string>& known_fields(Endpoint e) {
       "parallel_tool_calls", "response_format", "modalities",
       // dLLM
       "steps", "block_length", "threshold", "factor", "cfg_scale", "top_k", "alg_temp", "diffusing",
-      "mask_placeholder", "stop_at_eos"};
+      "mask_placeholder", "stop_at_eos", "mask_id", "eos_id",
+      // block-diffusion loops (LLaDA2.x, SDAR)
+      "block_loop", "minimal_topk", "eos_early_stop", "editing_threshold", "max_post_steps", "num_to_transfer",
+      "stop_ids"};
   static const std::set<std::string> completions = [] {
     auto s = common;
     for (const auto& key : strategy_keys()) s.insert(key);
@@ -234,6 +238,44 @@ std::vector<int32_t> chat_prompt(const json& body, const TextCodec& codec) {
   return codec.encode(text, /*add_special_tokens=*/false);
 }
 
+// The block-diffusion loops' knobs, the names of GenerateParams / the CLI flags (--block-loop, ...).
+void parse_block_fields(const json& body, const ModelInfo& info, GenerateParams& p) {
+  static const char* const kBlockFields[] = {"block_loop",     "minimal_topk",    "eos_early_stop", "editing_threshold",
+                                             "max_post_steps", "num_to_transfer", "stop_ids"};
+  if (info.block_size <= 0) {
+    for (const char* name : kBlockFields)
+      if (field(body, name))
+        bad(name, std::string("'") + name + "' applies to block-diffusion models (LLaDA2.x, SDAR) only; " +
+                      "this server's model is " + info.architecture);
+    return;
+  }
+  if (auto v = get_string(body, "block_loop")) {
+    const auto loop = block_loop_words().find(*v);
+    if (!loop)
+      bad("block_loop",
+          "'block_loop': '" + *v + "' is not one of " + block_loop_words().accepted());
+    p.block_loop = *loop;
+  }
+  if (auto v = get_int(body, "minimal_topk", 1, 1 << 20)) p.minimal_topk = *v;
+  if (auto v = get_bool(body, "eos_early_stop")) p.eos_early_stop = *v;
+  if (auto v = get_number(body, "editing_threshold", 0, 1)) p.editing_threshold = *v;
+  if (auto v = get_int(body, "max_post_steps", 0, 1 << 20)) p.max_post_steps = *v;
+  if (auto v = get_int(body, "num_to_transfer", 1, 1 << 20)) p.num_to_transfer = *v;
+  if (const json* v = field(body, "stop_ids")) {
+    // An array of token ids (empty: never stop early, the SDAR reference's default None); null / absent: the
+    // model's EOS and EOT.
+    if (!v->is_array()) bad("stop_ids", std::string("'stop_ids' must be an array of token ids, got ") + type_name(*v));
+    std::vector<int32_t> ids;
+    for (const auto& x : *v) {
+      if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() >= info.vocab_size)
+        bad("stop_ids", "'stop_ids' must hold token ids in [0, " + std::to_string(info.vocab_size) + "), got " +
+                            x.dump());
+      ids.push_back(static_cast<int32_t>(x.get<int64_t>()));
+    }
+    p.stop_ids = std::move(ids);
+  }
+}
+
 void parse_dllm_fields(const json& body, const ModelInfo& info, GenerateParams& p) {
   if (auto v = get_int(body, "steps", 1, 1 << 20)) p.steps = *v;
   if (auto v = get_int(body, "block_length", 1, 1 << 20)) p.block_length = *v;
@@ -256,7 +298,16 @@ void parse_dllm_fields(const json& body, const ModelInfo& info, GenerateParams& 
     p.top_k = *v;
   }
   if (auto v = get_number(body, "alg_temp", 0, 100)) p.alg_temp = *v;
-  if (auto v = get_bool(body, "stop_at_eos")) p.stop_at_eos = *v;
+  if (auto v = get_bool(body, "stop_at_eos")) {
+    if (*v && info.block_size > 0)
+      bad("stop_at_eos", "'stop_at_eos' is not offered for block-diffusion models (" + info.architecture +
+                             "); use 'eos_early_stop' (LLaDA2) or 'stop_ids' (SDAR)");
+    p.stop_at_eos = *v;
+  }
+  const int64_t vocab = std::max<int64_t>(info.vocab_size, 1);
+  if (auto v = get_int(body, "mask_id", 0, vocab - 1)) p.mask_id = static_cast<int32_t>(*v);
+  if (auto v = get_int(body, "eos_id", 0, vocab - 1)) p.eos_id = static_cast<int32_t>(*v);
+  parse_block_fields(body, info, p);
 }
 
 }  // namespace
@@ -280,6 +331,9 @@ std::optional<ApiError> parse_request(const json& body, Endpoint endpoint, const
     GenRequest r;
     r.endpoint = endpoint;
     r.params = policy.defaults;
+    // The block loops have their own stops (eos_early_stop, stop_ids); the server's --stop-at-eos is
+    // LLaDA's / Dream's.
+    if (info.block_size > 0) r.params.stop_at_eos = false;
     if (auto m = get_string(body, "model"); m && *m != policy.model_id)
       bad("model", "unknown model '" + *m + "'; this server serves '" + policy.model_id + "'");
 

@@ -91,7 +91,7 @@ json usage_chunk(const ResponseMeta& m, int64_t prompt_tokens, int64_t completio
 }
 
 json diffusion_chunk(const ResponseMeta& m, const TextCodec& codec, const StepUpdate& u,
-                     const std::string& placeholder, double elapsed_ms) {
+                     const std::string& placeholder, double elapsed_ms, int32_t mask_id) {
   json out = head(m, true);
   json choices = json::array(), rows = json::array();
   for (size_t r = 0; r < u.canvas.size(); ++r) {
@@ -101,7 +101,7 @@ json diffusion_chunk(const ResponseMeta& m, const TextCodec& codec, const StepUp
     else
       choice["text"] = "";
     choices.push_back(std::move(choice));
-    const TextCodec::Pieces p = codec.pieces(u.canvas[r]);
+    const TextCodec::Pieces p = codec.pieces(u.canvas[r], mask_id);
     json pieces = json::array();
     int64_t masked = 0;
     for (size_t i = 0; i < p.text.size(); ++i) {
@@ -113,9 +113,11 @@ json diffusion_chunk(const ResponseMeta& m, const TextCodec& codec, const StepUp
       }
     }
     rows.push_back({{"index", r},
-                    {"canvas", codec.canvas_text(u.canvas[r], placeholder)},
+                    {"canvas", codec.canvas_text(u.canvas[r], placeholder, mask_id)},
                     {"pieces", std::move(pieces)},
                     {"committed", r < u.committed.size() ? json(u.committed[r]) : json::array()},
+                    {"edited", r < u.edited.size() ? json(u.edited[r]) : json::array()},
+                    {"final", r < u.final_prefix.size() ? u.final_prefix[r] : int64_t(u.canvas[r].size())},
                     {"masked", masked},
                     {"length", u.canvas[r].size()}});
   }

@@ -38,8 +38,9 @@ nlohmann::json text_chunk(const ResponseMeta& m, int index, const std::string& t
 // The chunk that carries only usage (stream_options.include_usage).
 nlohmann::json usage_chunk(const ResponseMeta& m, int64_t prompt_tokens, int64_t completion_tokens);
 // A diffusing step event: choices with empty deltas (ordinary clients see nothing) + "diffusion".
+// `mask_id` >= 0: the request's own mask id.
 nlohmann::json diffusion_chunk(const ResponseMeta& m, const TextCodec& codec, const StepUpdate& u,
-                               const std::string& placeholder, double elapsed_ms);
+                               const std::string& placeholder, double elapsed_ms, int32_t mask_id = -1);
 
 // "data: <json>\n\n"
 std::string sse(const nlohmann::json& j);

@@ -7,10 +7,37 @@
 
 namespace dllm::server {
 
-Job::Job(std::unique_ptr<Denoiser> denoiser, Updates updates)
-    : rows(denoiser->rows() * (denoiser->settings().cfg ? 2 : 1)),
+Job::Job(std::unique_ptr<DenoiseLoop> denoiser, Updates updates)
+    : rows(denoiser->batch_rows()),
       denoiser_(std::move(denoiser)),
-      mode_(updates) {}
+      mode_(updates),
+      canvas_(denoiser_->rows()),
+      final_prefix_(denoiser_->rows(), 0) {}
+
+StepUpdate Job::merge(const StepEvent& ev) {
+  const int64_t n = static_cast<int64_t>(canvas_.size());
+  StepUpdate u;
+  u.step = steps_;
+  u.block = ev.block;
+  u.forwards = ev.forwards;
+  u.committed.resize(n);
+  u.edited.resize(n);
+  // A block loop's event carries one row (ev.row); a Denoiser's carries all of them.
+  const int64_t first = denoiser_->block_loop() ? ev.row : 0;
+  if (ev.canvas)
+    for (size_t k = 0; k < ev.canvas->size() && first + static_cast<int64_t>(k) < n; ++k) {
+      const size_t r = first + k;
+      canvas_[r] = (*ev.canvas)[k];
+      if (ev.committed && k < ev.committed->size()) u.committed[r] = (*ev.committed)[k];
+      if (ev.edited && k < ev.edited->size()) u.edited[r] = (*ev.edited)[k];
+      final_prefix_[r] = ev.final_prefix && k < ev.final_prefix->size()
+                             ? (*ev.final_prefix)[k]
+                             : static_cast<int64_t>(canvas_[r].size());
+    }
+  u.canvas = canvas_;
+  u.final_prefix = final_prefix_;
+  return u;
+}
 
 Job::News Job::wait(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mu_);
@@ -130,12 +157,14 @@ void Scheduler::step_all(std::vector<std::shared_ptr<Job>>& active) {
     }
   retire(active);
 
-  // Plans: each job's next forward, built once per step (a cached plan runs alone: its cache is its own).
+  // Plans: each job's next forward, built once per step (a cached plan runs alone: its cache is its own; so
+  // does a block-causal one).
   std::vector<Pending> uncached, cached;
   for (auto& j : active) {
     try {
       const ForwardPlan& p = j->denoiser_->plan();
-      (p.cache_op == CacheOp::kNone ? uncached : cached).push_back({j, &p});
+      const bool alone = p.cache_op != CacheOp::kNone || p.attention_block > 0;  // see forward_plans
+      (alone ? cached : uncached).push_back({j, &p});
     } catch (const std::exception& e) {
       j->finish({}, e.what());
       ++metrics_.failed;
@@ -197,15 +226,7 @@ void Scheduler::run_step(const std::vector<Pending>& group) {
           metrics_.first_step_seconds.observe(
               std::chrono::duration<double>(j.first_step - j.arrived).count());
         }
-        if (j.mode_ != Updates::kNone) {
-          StepUpdate u;
-          u.step = j.steps_;
-          u.block = ev.block;
-          u.forwards = ev.forwards;
-          if (ev.canvas) u.canvas = *ev.canvas;
-          if (ev.committed) u.committed = *ev.committed;
-          j.publish(std::move(u));
-        }
+        if (j.mode_ != Updates::kNone) j.publish(j.merge(ev));
         if (j.denoiser_->done()) {
           GenerateResult r = j.denoiser_->result();
           r.seconds = std::chrono::duration<double>(Clock::now() - j.started).count();

@@ -1,8 +1,10 @@
 // The request queue and the batching scheduler. One thread owns the model: each iteration it admits queued
 // jobs while the batch has room, drops cancelled ones, runs one forward for all active uncached canvases
 // together (rows right-padded to the longest, padding masked out by the validity flags) plus one forward per
-// cached canvas, and steps every job's Denoiser. Jobs join and leave between any two steps. Each job gets its
-// canvas after every step through its own mailbox; nothing the scheduler does ever blocks on a client.
+// cached or block-causal canvas, and steps every job's DenoiseLoop (denoise/denoise_loop.h: a Denoiser, or the
+// block-diffusion loops, one BlockDenoiser per choice in turn). Jobs join and leave between any two steps. Each
+// job gets its canvas after every step through its own mailbox; nothing the scheduler does ever blocks on a
+// client.
 #pragma once
 
 #include <atomic>
@@ -16,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "denoise/denoiser.h"
+#include "denoise/denoise_loop.h"
 #include "dllm/dllm.h"
 #include "server/metrics.h"
 
@@ -24,11 +26,14 @@ namespace dllm::server {
 
 using Clock = std::chrono::steady_clock;
 
-// The canvas after one step of a job.
+// The canvas after one step of a job (every choice: a block loop's event has the running choice only, the
+// others keep their last canvas; a choice not started yet is empty).
 struct StepUpdate {
   int64_t step = 0, block = 0, forwards = 0;
   std::vector<std::vector<int32_t>> canvas;     // generated region per row, masks included
   std::vector<std::vector<int64_t>> committed;  // positions set in this step, per row
+  std::vector<std::vector<int64_t>> edited;     // positions whose decoded token an edit replaced (LLaDA2.1)
+  std::vector<int64_t> final_prefix;            // per row: positions [0, this) will not change any more
 };
 
 // Which canvases a job's mailbox keeps: none (only the end matters), the latest, or every step's.
@@ -36,7 +41,7 @@ enum class Updates { kNone, kLatest, kAll };
 
 class Job {
  public:
-  Job(std::unique_ptr<Denoiser> denoiser, Updates updates);
+  Job(std::unique_ptr<DenoiseLoop> denoiser, Updates updates);
 
   // Handler side: waits up to `timeout` for news. Returns the updates since the last call (see Updates) and
   // whether the job has ended.
@@ -61,8 +66,13 @@ class Job {
   void publish(StepUpdate u);
   void finish(GenerateResult r, std::optional<std::string> error);
 
-  std::unique_ptr<Denoiser> denoiser_;
+  // The event of the last step merged into the rows' canvases (scheduler thread only).
+  StepUpdate merge(const StepEvent& ev);
+
+  std::unique_ptr<DenoiseLoop> denoiser_;
   Updates mode_;
+  std::vector<std::vector<int32_t>> canvas_;
+  std::vector<int64_t> final_prefix_;
   std::atomic<bool> cancelled_{false};
   std::mutex mu_;
   std::condition_variable cv_;

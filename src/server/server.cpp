@@ -3,6 +3,7 @@
 #include <httplib.h>
 
 #include <csignal>
+#include <cstring>
 #include <cstdio>
 #include <filesystem>
 
@@ -24,11 +25,29 @@ void on_signal(int) {
 
 constexpr auto kHeartbeat = std::chrono::milliseconds(1000);
 
-// The request field a Denoiser validation message is about (its messages name GenerateParams fields).
-std::string param_of(const std::string& message) {
-  for (const char* f : {"block_length", "steps", "threshold", "factor", "top_p", "top_k", "cfg_scale",
-                        "temperature", "alg_temp", "cache"})
-    if (message.find(f) != std::string::npos) return f;
+// The request field a DenoiseLoop validation message is about (its messages name GenerateParams fields): the
+// name that occurs first in the message, among the fields the request gave when one of them occurs (a message
+// may name another field in passing: "remasking is ... (the threshold goes with ...)"); at one position the
+// longer name ("editing_threshold" holds "threshold").
+std::string param_of(const std::string& message, const json& body) {
+  static const char* const kFields[] = {
+      "editing_threshold", "max_post_steps", "num_to_transfer", "minimal_topk", "stop_at_eos", "eos_early_stop",
+      "mask_id", "eos_id", "block_length", "steps", "threshold", "factor", "top_p", "top_k", "cfg_scale",
+      "temperature", "alg_temp", "cache", "remasking", "unmask", "alg", "schedule", "sampler"};
+  std::string best;
+  size_t best_at = std::string::npos;
+  for (bool given_only : {true, false}) {
+    for (const char* f : kFields) {
+      if (given_only && !body.contains(f)) continue;
+      const size_t at = message.find(f);
+      if (at == std::string::npos) continue;
+      if (best_at == std::string::npos || at < best_at || (at == best_at && std::strlen(f) > best.size())) {
+        best = f;
+        best_at = at;
+      }
+    }
+    if (!best.empty()) return best;
+  }
   if (message.find("gen_length") != std::string::npos) return "max_tokens";
   if (message.find("prompt") != std::string::npos) return "prompt";
   return "";
@@ -71,7 +90,8 @@ json App::models_json() const {
                   {"vocab_size", i.vocab_size},
                   {"max_seq_len", i.max_seq_len},
                   {"n_params", i.n_params},
-                  {"mask_id", i.mask_id},
+                  {"mask_id", codec_.mask_id()},
+                  {"block_size", i.block_size},
                   {"defaults",
                    {{"max_tokens", d.gen_length},
                     {"steps", d.steps},
@@ -195,18 +215,26 @@ void App::generate(const httplib::Request& req, httplib::Response& res, Endpoint
   if (auto err = parse_request(body, endpoint, codec_, model_->info(), o_.policy, x->request))
     return reply_error(res, *err, name);
   const GenRequest& r = x->request;
-  std::unique_ptr<Denoiser> denoiser;
+  std::unique_ptr<DenoiseLoop> denoiser;
   try {
-    denoiser = std::make_unique<Denoiser>(model_->info(), std::vector<std::vector<int32_t>>(r.n, r.prompt),
-                                          r.params);
+    // Bidirectional families: one Denoiser for the n choices; block-diffusion ones: a BlockDenoiser per
+    // choice, one after another (each seeded by its choice index).
+    denoiser = make_denoise_loop(model_->info(), std::vector<std::vector<int32_t>>(r.n, r.prompt), r.params);
   } catch (const std::exception& e) {
-    return reply_error(res, {400, e.what(), param_of(e.what()), "invalid_request_error", ""}, name);
+    return reply_error(res, {400, e.what(), param_of(e.what(), body), "invalid_request_error", ""}, name);
   }
   const Updates updates = !r.stream ? Updates::kNone : (r.diffusing ? Updates::kAll : Updates::kLatest);
   x->job = std::make_shared<Job>(std::move(denoiser), updates);
   x->meta = make_meta(endpoint, o_.policy.model_id);
   x->endpoint = name;
-  for (int i = 0; i < r.n; ++i) x->streams.emplace_back(codec_, r.stop);
+  // SDAR's output ends after a stop id (kept in the text unless it is an end token).
+  const bool sdar = model_->info().block_size > 0 &&
+                    (r.params.block_loop == BlockLoop::kSdar ||
+                     (r.params.block_loop == BlockLoop::kDefault && model_->info().architecture == "sdar"));
+  for (int i = 0; i < r.n; ++i) {
+    x->streams.emplace_back(codec_, r.stop, r.params.mask_id, r.params.eos_id);
+    if (sdar && r.params.stop_ids) x->streams.back().stop_after(*r.params.stop_ids);
+  }
   if (!scheduler_.submit(x->job)) {
     ApiError e{429,
                "the request queue is full (" + std::to_string(o_.limits.max_queue) + " waiting); retry later",
@@ -305,12 +333,15 @@ void App::generate(const httplib::Request& req, httplib::Response& res, Endpoint
             if (x->request.diffusing) {
               const double ms =
                   std::chrono::duration<double, std::milli>(Clock::now() - x->job->started).count();
-              if (!put(sse(diffusion_chunk(x->meta, codec_, u, x->request.mask_placeholder, ms))))
+              if (!put(sse(diffusion_chunk(x->meta, codec_, u, x->request.mask_placeholder, ms,
+                                           x->request.params.mask_id))))
                 return fail();
             }
             for (int i = 0; i < n && i < static_cast<int>(u.canvas.size()); ++i) {
               if (closed[i]) continue;
-              const std::string delta = x->streams[i].advance(u.canvas[i], false);
+              // Only the final prefix: LLaDA2.1 may still edit the tokens of its current block.
+              const int64_t final_prefix = i < static_cast<int>(u.final_prefix.size()) ? u.final_prefix[i] : -1;
+              const std::string delta = x->streams[i].advance(u.canvas[i], false, final_prefix);
               if (!delta.empty() && !put(sse(text_chunk(x->meta, i, delta, "")))) return fail();
               if (x->streams[i].done() && !close_row(i)) return fail();
             }
@@ -361,8 +392,16 @@ int serve(std::shared_ptr<Model> model, const std::string& model_dir, const Serv
   std::unique_ptr<App> app;
   try {
     const std::string tok_dir = options.tokenizer_dir.empty() ? model_dir : options.tokenizer_dir;
-    TextCodec codec = options.tokenizer_dir.empty() ? TextCodec::load_if_present(tok_dir, model->info())
-                                                    : TextCodec::load(tok_dir, model->info());
+    // The codec's mask / EOS ids: the model's with --mask-id / --eos-id put in (a model whose files name no
+    // mask id, as the tiny LLaDA2 one, is served with --mask-id; without one, requests must give mask_id).
+    ModelInfo info = model->info();
+    try {
+      info = with_token_overrides(info, options.policy.defaults);
+    } catch (const Error&) {
+      if (options.policy.defaults.mask_id >= 0 || options.policy.defaults.eos_id >= 0) throw;
+    }
+    TextCodec codec = options.tokenizer_dir.empty() ? TextCodec::load_if_present(tok_dir, info)
+                                                    : TextCodec::load(tok_dir, info);
     if (!codec.tokenizer_error().empty())
       std::fprintf(stderr, "dllm serve: warning: %s; only token-id prompts can be served\n",
                    codec.tokenizer_error().c_str());

@@ -85,13 +85,14 @@ std::string TextCodec::decode(std::span<const int32_t> ids) const {
   return out;
 }
 
-TextCodec::Pieces TextCodec::pieces(std::span<const int32_t> canvas) const {
+TextCodec::Pieces TextCodec::pieces(std::span<const int32_t> canvas, int32_t mask_id) const {
+  const int32_t mask = mask_id >= 0 ? mask_id : mask_id_;
   Pieces p;
   p.text.resize(canvas.size());
   p.masked.resize(canvas.size());
   for (size_t i = 0; i < canvas.size(); ++i) {
     const int32_t id = canvas[i];
-    if (id == mask_id_) {
+    if (id == mask) {
       p.masked[i] = 1;
       continue;
     }
@@ -101,7 +102,7 @@ TextCodec::Pieces TextCodec::pieces(std::span<const int32_t> canvas) const {
       continue;
     }
     const int32_t one[1] = {id};
-    if (i > 0 && canvas[i - 1] != mask_id_) {
+    if (i > 0 && canvas[i - 1] != mask) {
       const int32_t two[2] = {canvas[i - 1], id};
       const std::string left = tokenizer_->decode(std::span<const int32_t>(two, 1), false);
       const std::string both = tokenizer_->decode(two, false);
@@ -115,28 +116,36 @@ TextCodec::Pieces TextCodec::pieces(std::span<const int32_t> canvas) const {
   return p;
 }
 
-std::string TextCodec::canvas_text(std::span<const int32_t> canvas, std::string_view placeholder) const {
+std::string TextCodec::canvas_text(std::span<const int32_t> canvas, std::string_view placeholder,
+                                   int32_t mask_id) const {
+  const int32_t mask = mask_id >= 0 ? mask_id : mask_id_;
   if (tokenizer_)
-    return render_canvas(*tokenizer_, canvas, mask_id_, placeholder, /*skip_special_tokens=*/false);
+    return render_canvas(*tokenizer_, canvas, mask, placeholder, /*skip_special_tokens=*/false);
   std::string out;
   for (size_t i = 0; i < canvas.size(); ++i) {
     if (i) out += ' ';
-    out += canvas[i] == mask_id_ ? std::string(placeholder) : std::to_string(canvas[i]);
+    out += canvas[i] == mask ? std::string(placeholder) : std::to_string(canvas[i]);
   }
   return out;
 }
 
-PrefixStream::PrefixStream(const TextCodec& codec, std::vector<std::string> stop)
-    : codec_(codec), stop_(std::move(stop)) {
+PrefixStream::PrefixStream(const TextCodec& codec, std::vector<std::string> stop, int32_t mask_id,
+                           int32_t eos_id)
+    : codec_(codec),
+      stop_(std::move(stop)),
+      mask_id_(mask_id >= 0 ? mask_id : codec.mask_id()),
+      eos_id_(eos_id) {
   if (codec_.tokenizer()) detok_.emplace(*codec_.tokenizer(), /*skip_special_tokens=*/true);
 }
 
-std::string PrefixStream::advance(std::span<const int32_t> canvas, bool final) {
+std::string PrefixStream::advance(std::span<const int32_t> canvas, bool final, int64_t final_prefix) {
   if (done_) return "";
-  while (consumed_ < static_cast<int64_t>(canvas.size())) {
+  const int64_t end = final_prefix < 0 ? static_cast<int64_t>(canvas.size())
+                                       : std::min<int64_t>(final_prefix, static_cast<int64_t>(canvas.size()));
+  while (consumed_ < end) {
     const int32_t id = canvas[consumed_];
-    if (id == codec_.mask_id()) break;
-    if (codec_.is_end(id)) {
+    if (id == mask_id_) break;
+    if (codec_.is_end(id, eos_id_)) {
       stopped_ = true;
       break;
     }
@@ -147,6 +156,10 @@ std::string PrefixStream::advance(std::span<const int32_t> canvas, bool final) {
       pending_ += std::to_string(id);
     }
     ++consumed_;
+    if (std::find(stop_after_.begin(), stop_after_.end(), id) != stop_after_.end()) {
+      stopped_ = true;
+      break;
+    }
   }
   if (final || stopped_) {
     if (detok_) pending_ += detok_->flush();

@@ -160,5 +160,122 @@ TEST(PrefixStream, HoldsBackAPossibleStopString) {
   EXPECT_FALSE(t.stopped());
 }
 
+TEST(PrefixStream, TakesOnlyTheFinalPrefix) {
+  // LLaDA2.1 edits decoded tokens of its current block: only the final prefix may be streamed.
+  ModelInfo info = tiny_info();
+  TextCodec codec = TextCodec::load("", info);
+  PrefixStream s(codec, {});
+  const int32_t M = 500;
+  EXPECT_EQ(s.advance(std::vector<int32_t>{5, 7, 9, M}, false, 0), "");
+  EXPECT_EQ(s.advance(std::vector<int32_t>{5, 8, 9, M}, false, 2), "5 8");  // 7 was edited to 8
+  EXPECT_EQ(s.advance(std::vector<int32_t>{5, 8, 3, 2}, true), " 3 2");
+  EXPECT_EQ(s.text(), "5 8 3 2");
+}
+
+TEST(PrefixStream, TakesTheRequestsOwnIds) {
+  ModelInfo info = tiny_info();
+  TextCodec codec = TextCodec::load("", info);
+  PrefixStream s(codec, {}, /*mask_id=*/9, /*eos_id=*/3);
+  EXPECT_EQ(s.advance(std::vector<int32_t>{5, 500, 9, 9}, false), "5 500");
+  EXPECT_EQ(s.advance(std::vector<int32_t>{5, 500, 7, 3}, false), " 7");
+  EXPECT_TRUE(s.stopped());
+}
+
+TEST(PrefixStream, StopsAfterAStopId) {
+  ModelInfo info = tiny_info();
+  TextCodec codec = TextCodec::load("", info);
+  PrefixStream s(codec, {});
+  s.stop_after({7});  // SDAR stop_ids: the output keeps the stop id
+  EXPECT_EQ(s.advance(std::vector<int32_t>{5, 7, 9, 500}, false), "5 7");
+  EXPECT_TRUE(s.done());
+  EXPECT_EQ(s.tokens(), 2);
+}
+
+// The block-diffusion knobs: the CLI's names (--block-loop ...), 400s naming the field.
+struct BlockFixture : Fixture {
+  BlockFixture() {
+    info.architecture = "llada2";
+    info.block_size = 32;
+    policy.defaults.stop_at_eos = true;  // dllm serve's default: not offered by the block loops
+  }
+};
+
+TEST_F(BlockFixture, BlockFieldsReachTheParams) {
+  GenRequest r;
+  auto err = parse_request(json{{"prompt", "1 2 3"},
+                                {"block_loop", "llada2.0"},
+                                {"minimal_topk", 2},
+                                {"eos_early_stop", true},
+                                {"editing_threshold", 0.5},
+                                {"max_post_steps", 4},
+                                {"num_to_transfer", 3},
+                                {"stop_ids", {7, 9}},
+                                {"mask_id", 503},
+                                {"eos_id", 501}},
+                           Endpoint::kCompletions, codec, info, policy, r);
+  ASSERT_FALSE(err) << err->message;
+  EXPECT_EQ(r.params.block_loop, BlockLoop::kLlada20);
+  EXPECT_EQ(r.params.minimal_topk, 2);
+  EXPECT_TRUE(r.params.eos_early_stop);
+  EXPECT_EQ(r.params.editing_threshold, 0.5);
+  EXPECT_EQ(r.params.max_post_steps, 4);
+  EXPECT_EQ(r.params.num_to_transfer, 3);
+  EXPECT_EQ(r.params.stop_ids, (std::vector<int32_t>{7, 9}));
+  EXPECT_EQ(r.params.mask_id, 503);
+  EXPECT_EQ(r.params.eos_id, 501);
+  EXPECT_FALSE(r.params.stop_at_eos) << "the server's --stop-at-eos is not the block loops'";
+
+  ASSERT_FALSE(parse_request(json{{"prompt", "1 2 3"}, {"stop_ids", json::array()}}, Endpoint::kCompletions,
+                             codec, info, policy, r));
+  EXPECT_EQ(r.params.stop_ids, std::vector<int32_t>{}) << "[]: never stop early (the SDAR reference's None)";
+  ASSERT_FALSE(parse_request(json{{"prompt", "1 2 3"}}, Endpoint::kCompletions, codec, info, policy, r));
+  EXPECT_FALSE(r.params.stop_ids.has_value());
+  EXPECT_EQ(r.params.block_loop, BlockLoop::kDefault);
+}
+
+TEST_F(BlockFixture, BadBlockFieldsAre400sNamingTheField) {
+  const std::vector<std::pair<json, std::string>> cases = {
+      {{{"block_loop", "llada3"}}, "block_loop"},
+      {{{"block_loop", 2}}, "block_loop"},
+      {{{"minimal_topk", 0}}, "minimal_topk"},
+      {{{"eos_early_stop", "yes"}}, "eos_early_stop"},
+      {{{"editing_threshold", 1.5}}, "editing_threshold"},
+      {{{"editing_threshold", -0.1}}, "editing_threshold"},
+      {{{"max_post_steps", -1}}, "max_post_steps"},
+      {{{"num_to_transfer", 0}}, "num_to_transfer"},
+      {{{"stop_ids", "none"}}, "stop_ids"},
+      {{{"stop_ids", {1, 512}}}, "stop_ids"},
+      {{{"stop_ids", {1, -2}}}, "stop_ids"},
+      {{{"mask_id", 512}}, "mask_id"},
+      {{{"eos_id", -1}}, "eos_id"},
+      {{{"stop_at_eos", true}}, "stop_at_eos"},
+  };
+  for (const auto& [extra, param] : cases) {
+    json body = {{"prompt", "1 2 3"}};
+    body.update(extra);
+    auto err = parse(body);
+    ASSERT_TRUE(err) << body.dump();
+    EXPECT_EQ(err->status, 400);
+    EXPECT_EQ(err->param, param) << body.dump() << ": " << err->message;
+    EXPECT_NE(err->message.find(param), std::string::npos) << err->message;
+  }
+  auto err = parse({{"prompt", "1 2 3"}, {"block_loop", "llada3"}});
+  ASSERT_TRUE(err);
+  EXPECT_NE(err->message.find("llada2.1"), std::string::npos) << "lists the accepted words: " << err->message;
+}
+
+TEST_F(Fixture, BlockFieldsOnABidirectionalModelAre400s) {
+  for (const char* name : {"block_loop", "minimal_topk", "eos_early_stop", "editing_threshold", "max_post_steps",
+                           "num_to_transfer", "stop_ids"}) {
+    json body = {{"prompt", "1 2 3"}, {name, nullptr}};
+    EXPECT_FALSE(parse(body)) << "null reads as absent: " << name;
+    body[name] = std::string(name) == "stop_ids" ? json::array() : json(1);
+    auto err = parse(body);
+    ASSERT_TRUE(err) << name;
+    EXPECT_EQ(err->param, name);
+    EXPECT_NE(err->message.find("block-diffusion"), std::string::npos) << err->message;
+  }
+}
+
 }  // namespace
 }  // namespace dllm::server

@@ -8,10 +8,10 @@
 namespace dllm::server {
 namespace {
 
-std::shared_ptr<Model> tiny_model() {
+std::shared_ptr<Model> tiny_model(const std::string& name = "llada_tiny_f32") {
   LoadOptions o;
   o.precision = Precision::kF32;
-  return Model::load(std::string(DLLM_SOURCE_DIR) + "/tests/data/oracle/models/llada_tiny_f32", o).value();
+  return Model::load(std::string(DLLM_SOURCE_DIR) + "/tests/data/oracle/models/" + name, o).value();
 }
 
 GenerateResult wait_for(Job& job) {
@@ -42,7 +42,7 @@ TEST(Scheduler, BatchedRequestsMatchGenerateAlone) {
   for (size_t i = 0; i < params.size(); ++i) {
     const auto& prompt = prompts[i % prompts.size()];
     jobs.push_back(std::make_shared<Job>(
-        std::make_unique<Denoiser>(model->info(), std::vector<std::vector<int32_t>>{prompt}, params[i]),
+        make_denoise_loop(model->info(), std::vector<std::vector<int32_t>>{prompt}, params[i]),
         Updates::kAll));
   }
   for (auto& j : jobs) ASSERT_TRUE(scheduler.submit(j));
@@ -63,12 +63,12 @@ TEST(Scheduler, CancelledJobLeavesAndOthersFinish) {
   p.gen_length = 64;
   p.steps = 64;
   auto long_job = std::make_shared<Job>(
-      std::make_unique<Denoiser>(model->info(), std::vector<std::vector<int32_t>>{{1, 2, 3}}, p),
+      make_denoise_loop(model->info(), std::vector<std::vector<int32_t>>{{1, 2, 3}}, p),
       Updates::kLatest);
   p.gen_length = 8;
   p.steps = 8;
   auto short_job = std::make_shared<Job>(
-      std::make_unique<Denoiser>(model->info(), std::vector<std::vector<int32_t>>{{1, 2, 3}}, p),
+      make_denoise_loop(model->info(), std::vector<std::vector<int32_t>>{{1, 2, 3}}, p),
       Updates::kNone);
   ASSERT_TRUE(scheduler.submit(long_job));
   ASSERT_TRUE(scheduler.submit(short_job));
@@ -88,9 +88,69 @@ TEST(Scheduler, FullQueueRefuses) {
   GenerateParams p;
   p.gen_length = 8;
   auto job = std::make_shared<Job>(
-      std::make_unique<Denoiser>(model->info(), std::vector<std::vector<int32_t>>{{1, 2}}, p),
+      make_denoise_loop(model->info(), std::vector<std::vector<int32_t>>{{1, 2}}, p),
       Updates::kNone);
   EXPECT_FALSE(scheduler.submit(job));
+}
+
+// Block-diffusion jobs (SDAR, LLaDA2.1): n choices run one BlockDenoiser each, cached and uncached (block-causal)
+// plans run one per forward, and every job gets what dllm::generate gives it alone.
+TEST(Scheduler, BlockLoopsMatchGenerateAlone) {
+  for (const std::string name : {"sdar_tiny_f32", "llada2_tiny_f32"}) {
+    auto model = tiny_model(name);
+    Metrics metrics;
+    Scheduler scheduler(*model, metrics, {16, 8});
+    const std::vector<int32_t> prompt = {281, 160, 15, 381, 272, 28, 154, 314, 409, 147};
+    std::vector<GenerateParams> params(3);
+    for (size_t i = 0; i < params.size(); ++i) {
+      params[i].gen_length = 12;
+      params[i].block_length = 4;
+      params[i].seed = i;
+      params[i].mask_id = name == "llada2_tiny_f32" ? 503 : -1;  // the tiny LLaDA2 config names none
+      params[i].eos_id = name == "llada2_tiny_f32" ? 500 : -1;
+      params[i].editing_threshold = 0.5;
+      params[i].threshold = 0.7;
+      params[i].block_threshold = 0.7;
+    }
+    params[1].cache = CacheMode::kNone;  // block-causal, uncached: still one per forward
+    params[2].temperature = 0.7;
+    const int n[] = {2, 1, 2};
+    std::vector<std::shared_ptr<Job>> jobs;
+    for (size_t i = 0; i < params.size(); ++i)
+      jobs.push_back(std::make_shared<Job>(
+          make_denoise_loop(model->info(), std::vector<std::vector<int32_t>>(n[i], prompt), params[i]),
+          Updates::kAll));
+    for (auto& j : jobs) ASSERT_TRUE(scheduler.submit(j));
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      // The updates: every choice's canvas, final prefixes that never shrink while a choice runs.
+      std::vector<int64_t> last(n[i], 0);
+      int64_t edits = 0;
+      for (;;) {
+        Job::News news = jobs[i]->wait(std::chrono::milliseconds(1000));
+        for (const StepUpdate& u : news.updates) {
+          ASSERT_EQ(u.canvas.size(), static_cast<size_t>(n[i]));
+          ASSERT_EQ(u.final_prefix.size(), static_cast<size_t>(n[i]));
+          for (int r = 0; r < n[i]; ++r) {
+            EXPECT_GE(u.final_prefix[r], last[r]) << name << " job " << i;
+            last[r] = u.final_prefix[r];
+            edits += static_cast<int64_t>(u.edited[r].size());
+          }
+        }
+        if (news.ended) break;
+      }
+      ASSERT_FALSE(jobs[i]->error()) << *jobs[i]->error();
+      const GenerateResult& got = jobs[i]->result();
+      GenerateResult want =
+          generate(*model, std::vector<std::vector<int32_t>>(n[i], prompt), params[i]).value();
+      EXPECT_EQ(got.outputs, want.outputs) << name << " job " << i;
+      EXPECT_EQ(got.forwards, want.forwards) << name << " job " << i;
+      for (int r = 0; r < n[i]; ++r)
+        EXPECT_EQ(last[r], static_cast<int64_t>(want.outputs[r].size())) << "a finished choice is all final";
+      if (name == "sdar_tiny_f32") {
+        EXPECT_EQ(edits, 0) << "SDAR never edits";
+      }
+    }
+  }
 }
 
 }  // namespace
