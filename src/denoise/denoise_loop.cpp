@@ -120,7 +120,9 @@ std::unique_ptr<DenoiseLoop> make_denoise_loop(const ModelInfo& info,
                                                const GenerateParams& params, bool infill) {
   if (info.block_size > 0) {
     if (infill)
-      fail("infill: ", info.architecture, " is a block-diffusion family; infilling is not offered");
+      fail("infill: ", info.architecture,
+           " is a block-diffusion family; infilling is not offered (its attention is block-causal: a block never "
+           "sees the text after it, so a suffix could not shape the span; generate continues a prefix)");
     return std::make_unique<BlockLoops>(info, prompts, params);
   }
   return std::make_unique<BidirectionalLoop>(info, prompts, params, infill);
