@@ -2,6 +2,8 @@
 // breakdown of where a forward pass spends its time.
 #pragma once
 
+#include <omp.h>
+
 #include <chrono>
 
 namespace dllm {
@@ -16,20 +18,22 @@ struct KernelProfile {
 };
 
 // Adds the lifetime of this object to `kind` when profiling is on. Kernels are called from one thread at a time
-// (they parallelise inside), so plain doubles suffice.
+// (they parallelise inside), so plain doubles suffice; a kernel called inside a parallel region (the experts of a
+// mixture-of-experts layer run one per thread) is not timed: its caller times the whole region.
 class ScopedKernelTimer {
  public:
-  explicit ScopedKernelTimer(KernelKind kind) : kind_(kind) {
-    if (KernelProfile::enabled) start_ = std::chrono::steady_clock::now();
+  explicit ScopedKernelTimer(KernelKind kind) : kind_(kind), on_(KernelProfile::enabled && !omp_in_parallel()) {
+    if (on_) start_ = std::chrono::steady_clock::now();
   }
   ~ScopedKernelTimer() {
-    if (KernelProfile::enabled)
+    if (on_)
       KernelProfile::seconds[static_cast<int>(kind_)] +=
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   }
 
  private:
   KernelKind kind_;
+  bool on_;
   std::chrono::steady_clock::time_point start_;
 };
 
