@@ -291,6 +291,26 @@ void read_standard_sizes(const ConfigReader& r, TransformerConfig& c) {
   if (m.max_seq_len <= 0) r.fail_field("max_position_embeddings", "must be > 0");
 }
 
+void reject_unsupported_hf_settings(const ConfigReader& r, const nlohmann::json& cfg, const std::string& family,
+                                    const std::string& attention) {
+  if (auto act = r.optional_string("hidden_act"); act && *act != "silu")
+    r.fail_field("hidden_act", "= \"" + *act + "\" is not supported (" + family + " checkpoints use \"silu\")");
+  if (r.optional_bool("use_sliding_window").value_or(false))
+    r.fail_field("use_sliding_window", "= true is not supported (" + attention + " only)");
+  if (cfg.contains("rope_scaling") && !cfg["rope_scaling"].is_null())
+    r.fail_field("rope_scaling", "= " + cfg["rope_scaling"].dump() + " is not supported (only plain RoPE)");
+}
+
+void check_special_ids_in_vocab(const ConfigReader& r, const ModelInfo& m) {
+  for (auto [name, id] : {std::pair{"mask_token_id", m.mask_id},
+                          {"eos_token_id", m.eos_id},
+                          {"pad_token_id", m.pad_id},
+                          {"bos_token_id", m.bos_id}})
+    if (id >= m.vocab_size)
+      r.fail_field(
+          name, "= " + std::to_string(id) + " is outside the vocabulary of " + std::to_string(m.vocab_size));
+}
+
 void read_rope_theta_and_rms_eps(const ConfigReader& r, double default_eps, TransformerConfig& c) {
   const double rope_theta = r.optional_number("rope_theta").value_or(10000.0);
   const double rms_eps = r.optional_number("rms_norm_eps").value_or(default_eps);

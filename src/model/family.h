@@ -137,6 +137,14 @@ int64_t count_params(const Family& family, const TransformerConfig& config);
 // head_dim, intermediate_size, vocab_size, max_position_embeddings) into `config.info`, checked.
 void read_standard_sizes(const ConfigReader& r, TransformerConfig& config);
 
+// The settings the Hugging Face-style families (Dream, SDAR, LLaDA2) share and the Transformer does not run,
+// rejected by name: hidden_act other than silu ("<family> checkpoints use \"silu\""), use_sliding_window (the
+// message names `attention`, e.g. "bidirectional full attention only"), a non-null rope_scaling.
+void reject_unsupported_hf_settings(const ConfigReader& r, const nlohmann::json& cfg, const std::string& family,
+                                    const std::string& attention);
+// mask / eos / pad / bos ids that lie past the vocabulary, naming the config.json field.
+void check_special_ids_in_vocab(const ConfigReader& r, const ModelInfo& m);
+
 // config.json's rope_theta (default 10000) and rms_norm_eps (default `default_eps`) into `config`, checked as
 // doubles so that a value outside float's range names the field instead of reaching the narrowing conversion.
 void read_rope_theta_and_rms_eps(const ConfigReader& r, double default_eps, TransformerConfig& config);

@@ -18,13 +18,8 @@ TransformerConfig parse_config(const Checkpoint& ckpt) {
   const auto& cfg = ckpt.config();
   ConfigReader r(cfg, ckpt.dir() + "/config.json");
   ConfigReader g(ckpt.generation_config(), ckpt.dir() + "/generation_config.json");
-  if (auto act = r.optional_string("hidden_act"); act && *act != "silu")
-    r.fail_field("hidden_act", "= \"" + *act + "\" is not supported (Dream checkpoints use \"silu\")");
-  if (r.optional_bool("use_sliding_window").value_or(false))
-    r.fail_field("use_sliding_window", "= true is not supported (bidirectional full attention only)");
+  reject_unsupported_hf_settings(r, cfg, "Dream", "bidirectional full attention");
   if (r.optional_bool("use_mrope").value_or(false)) r.fail_field("use_mrope", "= true is not supported");
-  if (cfg.contains("rope_scaling") && !cfg["rope_scaling"].is_null())
-    r.fail_field("rope_scaling", "= " + cfg["rope_scaling"].dump() + " is not supported (only plain RoPE)");
 
   TransformerConfig c;
   c.qkv_bias = true;
@@ -44,13 +39,7 @@ TransformerConfig parse_config(const Checkpoint& ckpt) {
   m.bos_id = static_cast<int32_t>(
       r.optional_token_id("bos_token_id").value_or(g.optional_token_id("bos_token_id").value_or(-1)));
   m.eot_id = static_cast<int32_t>(find_added_token(ckpt.dir(), {"<|im_end|>"}).value_or(-1));
-  for (auto [name, id] : {std::pair{"mask_token_id", m.mask_id},
-                          {"eos_token_id", m.eos_id},
-                          {"pad_token_id", m.pad_id},
-                          {"bos_token_id", m.bos_id}})
-    if (id >= m.vocab_size)
-      r.fail_field(
-          name, "= " + std::to_string(id) + " is outside the vocabulary of " + std::to_string(m.vocab_size));
+  check_special_ids_in_vocab(r, m);
   if (m.mask_id < 0) r.fail_field("mask_token_id", "must be >= 0");
   m.shift_logits = true;
   c.tied_head = r.optional_bool("tie_word_embeddings").value_or(false);

@@ -21,10 +21,7 @@ constexpr int64_t kOfficialEosId = 156892, kOfficialMaskId = 156895;
 TransformerConfig parse_config(const Checkpoint& ckpt) {
   const auto& cfg = ckpt.config();
   ConfigReader r(cfg, ckpt.dir() + "/config.json");
-  if (auto act = r.optional_string("hidden_act"); act && *act != "silu")
-    r.fail_field("hidden_act", "= \"" + *act + "\" is not supported (LLaDA2 checkpoints use \"silu\")");
-  if (r.optional_bool("use_sliding_window").value_or(false))
-    r.fail_field("use_sliding_window", "= true is not supported (block-causal full attention only)");
+  reject_unsupported_hf_settings(r, cfg, "LLaDA2", "block-causal full attention");
   if (r.optional_bool("use_qkv_bias").value_or(false))
     r.fail_field("use_qkv_bias", "= true is not supported (LLaDA2 checkpoints have no qkv bias)");
   if (r.optional_bool("use_bias").value_or(false))
@@ -33,8 +30,6 @@ TransformerConfig parse_config(const Checkpoint& ckpt) {
     r.fail_field("use_rmsnorm", "= false is not supported (RMSNorm only)");
   if (r.optional_bool("norm_head").value_or(false))
     r.fail_field("norm_head", "= true is not supported (the head is a plain linear layer)");
-  if (cfg.contains("rope_scaling") && !cfg["rope_scaling"].is_null())
-    r.fail_field("rope_scaling", "= " + cfg["rope_scaling"].dump() + " is not supported (only plain RoPE)");
   if (auto f = r.optional_string("score_function"); f && *f != "sigmoid")
     r.fail_field("score_function", "= \"" + *f + "\" is not supported (LLaDA2 routers use \"sigmoid\")");
 
@@ -98,13 +93,7 @@ TransformerConfig parse_config(const Checkpoint& ckpt) {
   m.pad_id = static_cast<int32_t>(r.optional_token_id("pad_token_id").value_or(m.eos_id));
   m.bos_id = static_cast<int32_t>(r.optional_token_id("bos_token_id").value_or(-1));
   m.eot_id = static_cast<int32_t>(find_added_token(ckpt.dir(), {"<|role_end|>"}).value_or(-1));
-  for (auto [name, id] : {std::pair{"mask_token_id", m.mask_id},
-                          {"eos_token_id", m.eos_id},
-                          {"pad_token_id", m.pad_id},
-                          {"bos_token_id", m.bos_id}})
-    if (id >= m.vocab_size)
-      r.fail_field(
-          name, "= " + std::to_string(id) + " is outside the vocabulary of " + std::to_string(m.vocab_size));
+  check_special_ids_in_vocab(r, m);
   c.tied_head = r.optional_bool("tie_word_embeddings").value_or(false);
   return c;
 }

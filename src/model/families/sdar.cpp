@@ -15,14 +15,9 @@ TransformerConfig parse_config(const Checkpoint& ckpt) {
   const auto& cfg = ckpt.config();
   ConfigReader r(cfg, ckpt.dir() + "/config.json");
   ConfigReader g(ckpt.generation_config(), ckpt.dir() + "/generation_config.json");
-  if (auto act = r.optional_string("hidden_act"); act && *act != "silu")
-    r.fail_field("hidden_act", "= \"" + *act + "\" is not supported (SDAR checkpoints use \"silu\")");
-  if (r.optional_bool("use_sliding_window").value_or(false))
-    r.fail_field("use_sliding_window", "= true is not supported (block-causal full attention only)");
+  reject_unsupported_hf_settings(r, cfg, "SDAR", "block-causal full attention");
   if (r.optional_bool("attention_bias").value_or(false))
     r.fail_field("attention_bias", "= true is not supported (SDAR checkpoints have no attention biases)");
-  if (cfg.contains("rope_scaling") && !cfg["rope_scaling"].is_null())
-    r.fail_field("rope_scaling", "= " + cfg["rope_scaling"].dump() + " is not supported (only plain RoPE)");
 
   TransformerConfig c;
   c.qk_norm = true;
@@ -50,13 +45,7 @@ TransformerConfig parse_config(const Checkpoint& ckpt) {
         m.eot_id = id.get<int32_t>();
         break;
       }
-  for (auto [name, id] : {std::pair{"mask_token_id", m.mask_id},
-                          {"eos_token_id", m.eos_id},
-                          {"pad_token_id", m.pad_id},
-                          {"bos_token_id", m.bos_id}})
-    if (id >= m.vocab_size)
-      r.fail_field(
-          name, "= " + std::to_string(id) + " is outside the vocabulary of " + std::to_string(m.vocab_size));
+  check_special_ids_in_vocab(r, m);
   if (m.mask_id < 0) r.fail_field("mask_token_id", "must be >= 0");
   c.tied_head = r.optional_bool("tie_word_embeddings").value_or(false);
   return c;
