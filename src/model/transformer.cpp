@@ -353,7 +353,7 @@ void Transformer::mixture_of_experts(const MoeWeights& w, int64_t n, float* x) {
     moe_stats_.expert_flops += 2.0 * 3.0 * static_cast<double>(m * width * d);
   }
   const auto experts_start = std::chrono::steady_clock::now();
-  expert_in_.resize(static_cast<size_t>(first_row[E] * d));  // each expert's outputs, rows in routing order
+  expert_rows_.resize(static_cast<size_t>(first_row[E] * d));  // each expert's outputs, rows in routing order
   {
     ScopedKernelTimer timer(KernelKind::kMatmul);  // the timers inside the parallel region do not count
     const auto count = static_cast<int64_t>(active.size());
@@ -372,7 +372,7 @@ void Transformer::mixture_of_experts(const MoeWeights& w, int64_t n, float* x) {
         w.gate[e].forward(in.data(), m, g.data());
         w.up[e].forward(in.data(), m, u.data());
         silu_mul(g.data(), u.data(), m * width, g.data());
-        w.down[e].forward(g.data(), m, expert_in_.data() + first_row[e] * d);
+        w.down[e].forward(g.data(), m, expert_rows_.data() + first_row[e] * d);
       }
     }
   }
@@ -381,7 +381,7 @@ void Transformer::mixture_of_experts(const MoeWeights& w, int64_t n, float* x) {
     const auto& tokens = by_expert[e];
     for (size_t i = 0; i < tokens.size(); ++i) {
       float* y = expert_out_.data() + tokens[i].first * d;
-      const float* p = expert_in_.data() + (first_row[e] + static_cast<int64_t>(i)) * d;
+      const float* p = expert_rows_.data() + (first_row[e] + static_cast<int64_t>(i)) * d;
       const float weight = tokens[i].second;
       for (int64_t j = 0; j < d; ++j) y[j] += weight * p[j];
     }

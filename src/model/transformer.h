@@ -118,7 +118,7 @@ class Transformer final : public Model {
   RopeTable rope_;
   std::mutex mutex_;  // one forward at a time; the scratch buffers below are reused across calls
   std::vector<float> x_, h_, q_, k_, v_, att_, gate_, up_;
-  std::vector<float> router_, expert_in_, expert_out_;  // MoE scratch
+  std::vector<float> router_, expert_rows_, expert_out_;  // MoE scratch: logits, each expert's output rows, y
   MoeStats moe_stats_;
 };
 
