@@ -168,15 +168,12 @@ ModelInfo with_token_overrides(const ModelInfo& info, const GenerateParams& para
   return out;
 }
 
-Denoiser::Denoiser(const ModelInfo& model_info, const std::vector<std::vector<int32_t>>& prompts,
-                   const GenerateParams& params, bool infill)
-    : Denoiser(with_token_overrides(model_info, params), prompts, params, infill, 0) {}
-
+// info_ is declared first: the members after it see the ids the request gave.
 Denoiser::Denoiser(const ModelInfo& info, const std::vector<std::vector<int32_t>>& prompts,
-                   const GenerateParams& params, bool infill, int)
-    : info_(info),
-      params_(effective_params(info, prompts, params, infill)),
-      s_(resolve_settings(info, params_)) {
+                   const GenerateParams& params, bool infill)
+    : info_(with_token_overrides(info, params)),
+      params_(effective_params(info_, prompts, params, infill)),
+      s_(resolve_settings(info_, params_)) {
   if (prompts.empty()) fail("generate: no prompt given");
   batch_ = static_cast<int64_t>(prompts.size());
   if (infill) {
@@ -188,15 +185,15 @@ Denoiser::Denoiser(const ModelInfo& info, const std::vector<std::vector<int32_t>
     prompt_len_ = std::max<int64_t>(prompt_len_, static_cast<int64_t>(prompt.size()));
   for (size_t r = 0; r < prompts.size(); ++r)
     for (int32_t t : prompts[r])
-      if (t < 0 || t >= info.vocab_size)
-        fail("generate: prompt ", r, " has token id ", t, " outside the vocabulary [0, ", info.vocab_size,
+      if (t < 0 || t >= info_.vocab_size)
+        fail("generate: prompt ", r, " has token id ", t, " outside the vocabulary [0, ", info_.vocab_size,
              ")");
   total_len_ = prompt_len_ + params.gen_length;
-  if (total_len_ > info.max_seq_len)
+  if (total_len_ > info_.max_seq_len)
     fail("generate: prompt (", prompt_len_, ") + gen_length (", params.gen_length,
-         ") exceeds the model's maximum of ", info.max_seq_len, " positions");
-  const int32_t mask = info.mask_id;
-  const int32_t pad_id = info.pad_id >= 0 ? info.pad_id : info.eos_id;
+         ") exceeds the model's maximum of ", info_.max_seq_len, " positions");
+  const int32_t mask = info_.mask_id;
+  const int32_t pad_id = info_.pad_id >= 0 ? info_.pad_id : info_.eos_id;
 
   // x = left-padded prompt (pad id, as the references batch prompts of unequal length) + gen_length masks.
   // LLaDA's model ignores the attention mask (the pads are attended); Dream masks them out (valid_i AND

@@ -103,9 +103,6 @@ class Denoiser {
   StepCounts step_counts(const Eligible& e) const;
   std::vector<int64_t> choose(int64_t row, const Eligible& e, const StepCounts& n) const;
 
-  // The constructor proper, on the info with the token overrides applied.
-  Denoiser(const ModelInfo& info, const std::vector<std::vector<int32_t>>& prompts, const GenerateParams& params,
-           bool infill, int);
   void init_infill(const std::vector<std::vector<int32_t>>& canvases);
   void start_block();
   int64_t block_begin(int64_t row) const;  // canvas range of the row's current block
