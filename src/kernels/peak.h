@@ -10,7 +10,8 @@ double measure_f32_fma_peak_gflops(double seconds = 0.3);
 const char* f32_fma_peak_isa();
 
 // Memory read bandwidth over all OpenMP threads, in GB/s: every thread sums its part of a buffer far larger
-// than the caches (256 MiB), repeatedly for `seconds`. What a matmul streaming its weights from memory can reach.
+// than the caches (1 GiB), pass after pass for `seconds` (at least 3 passes); the median pass's rate. What a
+// matmul streaming its weights from memory can reach.
 double measure_memory_read_gbs(double seconds = 0.5);
 
 }  // namespace dllm

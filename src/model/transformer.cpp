@@ -28,7 +28,8 @@ void Transformer::embed(std::span<const int32_t> tokens, float* out) const {
   const TensorView& e = *weights_.embedding;
   const size_t row_bytes = static_cast<size_t>(d) * dtype_size(e.dtype);
   for (size_t i = 0; i < tokens.size(); ++i)
-    convert_to_f32(e.dtype, e.data + static_cast<size_t>(tokens[i]) * row_bytes, out + i * d, static_cast<size_t>(d));
+    convert_to_f32(e.dtype, e.data + static_cast<size_t>(tokens[i]) * row_bytes, out + i * d,
+                   static_cast<size_t>(d));
 }
 
 namespace {
@@ -107,7 +108,8 @@ std::vector<float> Transformer::run(const ForwardInput& input) {
   if (input.logits_from < 0 || input.logits_from >= seq)
     fail("forward: logits_from ", input.logits_from, " outside [0, ", seq, ")");
   for (int32_t t : input.tokens)
-    if (t < 0 || t >= mi.vocab_size) fail("forward: token id ", t, " is outside the vocabulary [0, ", mi.vocab_size, ")");
+    if (t < 0 || t >= mi.vocab_size)
+      fail("forward: token id ", t, " is outside the vocabulary [0, ", mi.vocab_size, ")");
   if (!input.positions.empty() && input.positions.size() != input.tokens.size())
     fail("forward: ", input.positions.size(), " positions given for ", input.tokens.size(), " tokens");
   if (!input.valid.empty() && input.valid.size() != input.tokens.size())
@@ -131,7 +133,8 @@ std::vector<float> Transformer::run(const ForwardInput& input) {
   }
   if (op == CacheOp::kReuse) {
     if (cache->empty() || cache->batch != batch)
-      fail("forward: the cache holds ", cache->batch, " rows, not the ", batch, " of this call (store it first)");
+      fail("forward: the cache holds ", cache->batch, " rows, not the ", batch,
+           " of this call (store it first)");
     if (offset < 0 || offset + seq > cache->seq_len)
       fail("forward: tokens [", offset, ", ", offset + seq, ") are outside the cached ", cache->seq_len,
            " positions");
@@ -177,7 +180,8 @@ std::vector<float> Transformer::run(const ForwardInput& input) {
   if (op == CacheOp::kExtend && cache->empty()) cache->reset(n_layers, 1, 0, kv_dim);
   const uint8_t* key_valid = nullptr;
   if (op == CacheOp::kReuse) {
-    if (std::find(cache->valid.begin(), cache->valid.end(), 0) != cache->valid.end()) key_valid = cache->valid.data();
+    if (std::find(cache->valid.begin(), cache->valid.end(), 0) != cache->valid.end())
+      key_valid = cache->valid.data();
   } else if (any_invalid) {
     key_valid = query_valid.data();
   }
@@ -211,7 +215,8 @@ std::vector<float> Transformer::run(const ForwardInput& input) {
       attention(q_.data(), k_.data(), v_.data(), batch, seq, seq, mi.n_heads, mi.n_kv_heads, hd, key_valid,
                 att_.data(), block);
     } else if (op == CacheOp::kExtend) {
-      // Append this call's keys/values, attend over cache + call, then keep only the cache_append leading ones.
+      // Append this call's keys/values, attend over cache + call, then keep only the cache_append leading
+      // ones.
       std::vector<float>& ck = cache->k[l];
       std::vector<float>& cv = cache->v[l];
       ck.insert(ck.end(), k_.begin(), k_.begin() + seq * kv_dim);
@@ -249,8 +254,8 @@ std::vector<float> Transformer::run(const ForwardInput& input) {
   const int64_t keep = seq - input.logits_from;
   std::vector<float> normed(batch * keep * d);
   for (int64_t b = 0; b < batch; ++b)
-    rms_norm(x_.data() + (b * seq + input.logits_from) * d, weights_.final_norm.data(), keep, d, config_.rms_eps,
-             normed.data() + b * keep * d);
+    rms_norm(x_.data() + (b * seq + input.logits_from) * d, weights_.final_norm.data(), keep, d,
+             config_.rms_eps, normed.data() + b * keep * d);
   if (input.hidden_states) {
     std::vector<float> all(seq * d);
     rms_norm(x_.data(), weights_.final_norm.data(), seq, d, config_.rms_eps, all.data());
@@ -314,8 +319,9 @@ void Transformer::mixture_of_experts(const MoeWeights& w, int64_t n, float* x) {
         }
         group[g] = {best + second, g};
       }
-      std::partial_sort(group.begin(), group.begin() + cfg.groups_used, group.end(),
-                        [&](const auto& a, const auto& b) { return better(a.first, a.second, b.first, b.second); });
+      std::partial_sort(
+          group.begin(), group.begin() + cfg.groups_used, group.end(),
+          [&](const auto& a, const auto& b) { return better(a.first, a.second, b.first, b.second); });
       std::fill(keep.begin(), keep.end(), 0);
       for (int64_t g = 0; g < cfg.groups_used; ++g) keep[group[g].second] = 1;
       for (int64_t e = 0; e < E; ++e)
@@ -336,11 +342,12 @@ void Transformer::mixture_of_experts(const MoeWeights& w, int64_t n, float* x) {
   }
 
   // y = Σ weight · expert(h) + shared(h), then x += y (the reference's order of the sums).
-  // The chosen experts run in parallel, one expert per thread at a time (each expert's matmuls single-threaded:
-  // the nested parallel regions inside them run on one thread): with 1-3 rows per expert, splitting one small
-  // matmul over the threads cost a fork/join per matmul (3 per expert, ~375 per layer-step for a 32-token block)
-  // and left each thread a sliver of rows. Outputs land in per-expert rows; the weighted sum is then taken
-  // serially in expert order, as before, so the result does not depend on the thread count.
+  // The chosen experts run in parallel, one expert per thread at a time (each expert's matmuls
+  // single-threaded: the nested parallel regions inside them run on one thread): with 1-3 rows per expert,
+  // splitting one small matmul over the threads cost a fork/join per matmul (3 per expert, ~375 per
+  // layer-step for a 32-token block) and left each thread a sliver of rows. Outputs land in per-expert rows;
+  // the weighted sum is then taken serially in expert order, as before, so the result does not depend on the
+  // thread count.
   std::vector<int64_t> active, first_row(static_cast<size_t>(E) + 1, 0);
   for (int64_t e = 0; e < E; ++e) {
     first_row[e + 1] = first_row[e] + static_cast<int64_t>(by_expert[e].size());
@@ -369,8 +376,13 @@ void Transformer::mixture_of_experts(const MoeWeights& w, int64_t n, float* x) {
         g.resize(static_cast<size_t>(m * width));
         u.resize(g.size());
         for (int64_t i = 0; i < m; ++i) std::copy_n(h_.data() + tokens[i].first * d, d, in.data() + i * d);
-        w.gate[e].forward(in.data(), m, g.data());
-        w.up[e].forward(in.data(), m, u.data());
+        if (w.gate[e].is_ggml() && w.up[e].is_ggml()) {  // in quantised once for both
+          quant::LinearGgml::forward_shared_input(*w.gate[e].ggml(), g.data(), *w.up[e].ggml(), u.data(),
+                                                  in.data(), m);
+        } else {
+          w.gate[e].forward(in.data(), m, g.data());
+          w.up[e].forward(in.data(), m, u.data());
+        }
         silu_mul(g.data(), u.data(), m * width, g.data());
         w.down[e].forward(g.data(), m, expert_rows_.data() + first_row[e] * d);
       }

@@ -1,7 +1,9 @@
-// quant::LinearGgml: matmuls straight from GGUF Q8_0 / Q4_K blocks. Each kernel (AVX2, AVX512_VNNI) against the
-// scalar reference in the same integer arithmetic (bit for bit: same integers, same order of float operations),
-// against the f32 matmul of the dequantised weights (what quantising the activations costs), the view copying
-// nothing, and MatMul running it.
+// quant::LinearGgml: matmuls straight from GGUF Q8_0 / Q4_K blocks. Each kernel (AVX2, AVX512_VNNI) against
+// the scalar reference in the same integer arithmetic (bit for bit: same integers, same order of float
+// operations), against the f32 matmul of the dequantised weights (what quantising the activations costs), the
+// view copying nothing, and MatMul running it.
+#include "kernels/quant/linear_ggml.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,7 +11,6 @@
 #include <vector>
 
 #include "kernels/matmul.h"
-#include "kernels/quant/linear_ggml.h"
 #include "kernels/quant/quant.h"
 
 namespace dllm {
@@ -40,8 +41,9 @@ class LinearGgmlKernel : public ::testing::TestWithParam<Case> {
  protected:
   void SetUp() override {
     if (!LinearGgml::supported(GetParam().kernel))
-      GTEST_SKIP() << LinearGgml::kernel_name(GetParam().kernel)
-                   << ": this CPU lacks AVX512F/BW/VL + AVX512_VNNI (cpuid), the kernel is built but cannot run here";
+      GTEST_SKIP()
+          << LinearGgml::kernel_name(GetParam().kernel)
+          << ": this CPU lacks AVX512F/BW/VL + AVX512_VNNI (cpuid), the kernel is built but cannot run here";
   }
 };
 
@@ -64,15 +66,15 @@ TEST_P(LinearGgmlKernel, BitIdenticalToScalarReference) {
         l.forward(kernel, x.data(), M, y.data(), accumulate);
         l.forward_reference(x.data(), M, ref.data(), accumulate);
         for (int64_t i = 0; i < M * N; ++i)
-          ASSERT_EQ(y[i], ref[i]) << "N " << N << " K " << K << " M " << M << " accumulate " << accumulate << " i "
-                                  << i;
+          ASSERT_EQ(y[i], ref[i]) << "N " << N << " K " << K << " M " << M << " accumulate " << accumulate
+                                  << " i " << i;
       }
     }
   }
 }
 
-// Against y = x · dequant(W)ᵀ in double: only the activations' quantisation differs (8 bits per element, one scale
-// per 32 for Q8_0 and per 256 for Q8_K, so Q8_K's error is larger). Relative RMS error over the output.
+// Against y = x · dequant(W)ᵀ in double: only the activations' quantisation differs (8 bits per element, one
+// scale per 32 for Q8_0 and per 256 for Q8_K, so Q8_K's error is larger). Relative RMS error over the output.
 TEST_P(LinearGgmlKernel, CloseToF32MatmulOfDequantisedWeights) {
   const auto [type, kernel] = GetParam();
   const double tolerance = type == GgmlType::kQ4_K ? 0.02 : 0.01;
@@ -98,13 +100,14 @@ TEST_P(LinearGgmlKernel, CloseToF32MatmulOfDequantisedWeights) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, LinearGgmlKernel,
-                         ::testing::Values(Case{GgmlType::kQ8_0, Kernel::kAvx2}, Case{GgmlType::kQ4_K, Kernel::kAvx2},
+                         ::testing::Values(Case{GgmlType::kQ8_0, Kernel::kAvx2},
+                                           Case{GgmlType::kQ4_K, Kernel::kAvx2},
                                            Case{GgmlType::kQ8_0, Kernel::kAvx512Vnni},
                                            Case{GgmlType::kQ4_K, Kernel::kAvx512Vnni}),
                          name);
 
-// The Q8_K activation quantiser (ggml's quantize_row_q8_K): the signed extreme maps to -127, the sums of 32 are the
-// sums of the int8s, and the dequantised values are within half a step.
+// The Q8_K activation quantiser (ggml's quantize_row_q8_K): the signed extreme maps to -127, the sums of 32
+// are the sums of the int8s, and the dequantised values are within half a step.
 TEST(LinearGgml, Q8KActivations) {
   const int64_t K = 512;
   auto x = randn(K, 3, 1.0f);
@@ -123,7 +126,8 @@ TEST(LinearGgml, Q8KActivations) {
   for (int64_t i = 0; i < K; ++i) EXPECT_NEAR(q[i] * d[i / 256], x[i], 0.5f * std::fabs(d[i / 256]) + 1e-6f);
 }
 
-// A view reads the caller's blocks where they are: same pointer, no copy, weight_bytes() = the tensor's bytes.
+// A view reads the caller's blocks where they are: same pointer, no copy, weight_bytes() = the tensor's
+// bytes.
 TEST(LinearGgml, ViewDoesNotCopy) {
   for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_K}) {
     const int64_t N = 7, K = 512;
@@ -160,6 +164,48 @@ TEST(LinearGgml, RejectsWhatItCannotRun) {
   EXPECT_ANY_THROW(LinearGgml::view(GgmlType::kF32, bytes.data(), 2, 256));
   EXPECT_TRUE(LinearGgml::supported(Kernel::kAvx2));
   EXPECT_TRUE(LinearGgml::supported(LinearGgml::best_kernel()));
+}
+
+// An expert's gate and up with the activations quantised once: the same bits as two forwards; matrices of
+// different types or widths fall back to two forwards.
+TEST(LinearGgml, SharedInputEqualsTwoForwards) {
+  const int64_t K = 512, M = 3;
+  const auto x = randn(M * K, 31, 1.0f);
+  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ8_0}) {
+    const auto wa = randn(40 * K, 32, 0.05f), wb = randn(24 * K, 33, 0.05f);
+    const auto a = LinearGgml::quantize_f32(type, wa.data(), 40, K);
+    const auto b = LinearGgml::quantize_f32(type, wb.data(), 24, K);
+    std::vector<float> ya(M * 40), yb(M * 24), want_a(ya.size()), want_b(yb.size());
+    a.forward(x.data(), M, want_a.data());
+    b.forward(x.data(), M, want_b.data());
+    LinearGgml::forward_shared_input(a, ya.data(), b, yb.data(), x.data(), M);
+    EXPECT_EQ(ya, want_a);
+    EXPECT_EQ(yb, want_b);
+  }
+  const auto w = randn(8 * K, 34, 0.05f);
+  const auto q4 = LinearGgml::quantize_f32(GgmlType::kQ4_K, w.data(), 8, K);
+  const auto q8 = LinearGgml::quantize_f32(GgmlType::kQ8_0, w.data(), 8, K);
+  std::vector<float> y4(M * 8), y8(M * 8), want4(M * 8), want8(M * 8);
+  q4.forward(x.data(), M, want4.data());
+  q8.forward(x.data(), M, want8.data());
+  LinearGgml::forward_shared_input(q4, y4.data(), q8, y8.data(), x.data(), M);
+  EXPECT_EQ(y4, want4);
+  EXPECT_EQ(y8, want8);
+}
+
+// Called from inside a parallel region (one expert per thread), a forward runs on its own thread and must not
+// share out its loops over the enclosing team: every thread's result equals the forward made outside.
+TEST(LinearGgml, InsideAParallelRegion) {
+  const int64_t N = 300, K = 1024, M = 2;
+  const auto w = randn(N * K, 41, 0.05f), x = randn(M * K, 42, 1.0f);
+  const auto l = LinearGgml::quantize_f32(GgmlType::kQ4_K, w.data(), N, K);
+  std::vector<float> want(M * N);
+  l.forward(x.data(), M, want.data());
+  constexpr int kThreads = 4;
+  std::vector<std::vector<float>> got(kThreads, std::vector<float>(M * N));
+#pragma omp parallel for num_threads(kThreads) schedule(static, 1)
+  for (int t = 0; t < kThreads; ++t) l.forward(x.data(), M, got[t].data());
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(got[t], want) << "thread " << t;
 }
 
 // MatMul runs it as a third kind of weights; is_q8() stays about LinearQ8 only.

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 
+#include "cache/kv_cache.h"
 #include "command.h"
 #include "common.h"
 #include "core/error.h"
@@ -17,7 +18,6 @@
 #include "kernels/profile.h"
 #include "kernels/quant/linear_ggml.h"
 #include "model/random_model.h"
-#include "cache/kv_cache.h"
 #include "model/transformer.h"
 
 namespace dllm::cli {
@@ -64,7 +64,8 @@ FlopCount count_flops(const TransformerConfig& c, int64_t batch, int64_t seq, in
       per_token += 3.0 * d * m.ffn_hidden;
     f.linear += 2.0 * n * per_token;
   }
-  f.attention = 4.0 * batch * static_cast<double>(seq) * static_cast<double>(context + seq) * q_dim * m.n_layers;
+  f.attention =
+      4.0 * batch * static_cast<double>(seq) * static_cast<double>(context + seq) * q_dim * m.n_layers;
   f.head = 2.0 * batch * (seq - logits_from) * d * m.vocab_size;
   return f;
 }
@@ -123,7 +124,8 @@ void run_bench(const BenchOptions& o) {
     prefill.cache_op = CacheOp::kExtend;
     prefill.cache_append = o.context;
     prefill.logits_from = o.context - 1;
-    if (!o.json) std::fprintf(stderr, "dllm: prefilling %lld cached positions...\n", static_cast<long long>(o.context));
+    if (!o.json)
+      std::fprintf(stderr, "dllm: prefilling %lld cached positions...\n", static_cast<long long>(o.context));
     model->forward(prefill).value();
     in.cache = &cache;
     in.cache_op = CacheOp::kExtend;
@@ -132,13 +134,15 @@ void run_bench(const BenchOptions& o) {
   model->forward(in).value();  // warm-up: primitive creation, page faults
   transformer->reset_moe_stats();
 
-  std::vector<double> times;
+  std::vector<double> times, expert_times;  // per forward: the whole forward, its routed experts
   KernelProfile::reset();
   KernelProfile::enabled = true;
   for (int r = 0; r < o.repeat; ++r) {
+    const double experts_before = transformer->moe_stats().expert_seconds;
     const auto t0 = std::chrono::steady_clock::now();
     model->forward(in).value();
     times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    expert_times.push_back(transformer->moe_stats().expert_seconds - experts_before);
   }
   KernelProfile::enabled = false;
   peak_f32 = std::max(peak_f32, measure_f32_fma_peak_gflops(0.5));
@@ -165,28 +169,30 @@ void run_bench(const BenchOptions& o) {
   const int64_t q8 = transformer->q8_matrices();
   const int64_t matrices = transformer->matrices();
 
-  // Mixture of experts: the routed experts' share, the bytes of expert weights they read and that rate against
-  // this machine's measured memory bandwidth (a block of 32 tokens touches most experts once: weight-bound).
+  // Mixture of experts: the routed experts' share, the bytes of expert weights they read and that rate
+  // against this machine's measured memory bandwidth (a block of 32 tokens touches most experts once:
+  // weight-bound).
   const Transformer::MoeStats& moe = transformer->moe_stats();
   nlohmann::json experts = nullptr;
   double bandwidth = 0;
   if (moe.experts_run > 0) {
     bandwidth = measure_memory_read_gbs(0.5);
-    const double per_forward = moe.expert_seconds / o.repeat;
+    // Every forward routes the same tokens, so reads the same experts: rates from the median forward's time.
+    const double per_forward = median(expert_times), gb = moe.expert_bytes / o.repeat / 1e9;
     experts = {{"experts_run_per_forward", static_cast<double>(moe.experts_run) / o.repeat},
-               {"expert_gb_per_forward", moe.expert_bytes / o.repeat / 1e9},
+               {"expert_gb_per_forward", gb},
                {"expert_seconds_per_forward", per_forward},
                {"expert_time_fraction", moe.expert_seconds / total_measured},
-               {"expert_gb_per_s", moe.expert_bytes / moe.expert_seconds / 1e9},
-               {"expert_gflops", moe.expert_flops / moe.expert_seconds / 1e9},
+               {"expert_gb_per_s", gb / per_forward},
+               {"expert_gflops", moe.expert_flops / o.repeat / per_forward / 1e9},
                {"memory_read_gb_per_s_measured", bandwidth},
-               {"expert_fraction_of_bandwidth", moe.expert_bytes / moe.expert_seconds / 1e9 / bandwidth}};
+               {"expert_fraction_of_bandwidth", gb / per_forward / bandwidth}};
   }
   std::string weights = dtype_label(mi.precision);
   std::string backend = bf16_math ? "oneDNN" : matmul_backend_name(f32_matmul_backend());
   if (const int64_t ggml = transformer->ggml_matrices(); ggml > 0) {
-    weights += " + GGUF " + transformer->ggml_type_name() + " blocks in place (" + std::to_string(ggml) + " of " +
-               std::to_string(matrices) + " matrices)";
+    weights += " + GGUF " + transformer->ggml_type_name() + " blocks in place (" + std::to_string(ggml) +
+               " of " + std::to_string(matrices) + " matrices)";
     backend += std::string(" + LinearGgml (") +
                quant::LinearGgml::kernel_name(quant::LinearGgml::best_kernel()) + ")";
   }
@@ -243,8 +249,9 @@ void run_bench(const BenchOptions& o) {
               *std::min_element(times.begin(), times.end()), *std::max_element(times.begin(), times.end()));
   std::printf("speed      %.1f tokens/s, %.1f GFLOP/s (%.2f GFLOP per forward)\n", tok_s, gflops,
               flops.total() / 1e9);
-  std::printf("peak       %.1f GFLOP/s %s (measured %s f32 FMA peak %.1f) -> %.1f%% of peak end to end\n", peak,
-              bf16_math ? "bf16 (2x f32 FMA)" : "f32 FMA", f32_fma_peak_isa(), peak_f32, 100 * gflops / peak);
+  std::printf("peak       %.1f GFLOP/s %s (measured %s f32 FMA peak %.1f) -> %.1f%% of peak end to end\n",
+              peak, bf16_math ? "bf16 (2x f32 FMA)" : "f32 FMA", f32_fma_peak_isa(), peak_f32,
+              100 * gflops / peak);
   std::printf("matmuls    %.1f GFLOP/s inside the matmul kernels (%.1f%% of peak)\n", matmul_gflops,
               100 * matmul_gflops / peak);
   if (o.context > 0)
@@ -252,7 +259,8 @@ void run_bench(const BenchOptions& o) {
                 static_cast<long long>(o.tokens), static_cast<long long>(o.context));
   if (!experts.is_null())
     std::printf(
-        "experts    %.0f expert matmul groups per forward, %.3f GB of expert weights read in %.4f s: %.1f GB/s = "
+        "experts    %.0f expert matmul groups per forward, %.3f GB of expert weights read in %.4f s: %.1f "
+        "GB/s = "
         "%.1f%% of the measured %.1f GB/s memory read bandwidth; %.1f GFLOP/s on them; %.1f%% of the time\n",
         experts["experts_run_per_forward"].get<double>(), experts["expert_gb_per_forward"].get<double>(),
         experts["expert_seconds_per_forward"].get<double>(), experts["expert_gb_per_s"].get<double>(),
@@ -269,10 +277,11 @@ void setup(CLI::App& app) {
   auto* cmd =
       app.add_subcommand("bench", "Time forward passes: tokens/s, GFLOP/s and % of this machine's peak");
   cmd->add_option("-m,--model", o->model, "Model directory");
-  cmd->add_option("--shape", o->shape,
-                  "Random model of a named shape (its real config.json, random weights; --weights q8 | q8_0 | "
-                  "q4_k holds the matrices in LinearQ8 / GGUF Q8_0 / Q4_K blocks) instead of -m: " +
-                      shape_names());
+  cmd->add_option(
+      "--shape", o->shape,
+      "Random model of a named shape (its real config.json, random weights; --weights q8 | q8_0 | "
+      "q4_k holds the matrices in LinearQ8 / GGUF Q8_0 / Q4_K blocks) instead of -m: " +
+          shape_names());
   cmd->add_option("--layers", o->layers, "With --shape: number of layers (0 = the shape's own)")
       ->capture_default_str();
   cmd->add_option("--tokens", o->tokens, "Sequence length of each forward")->capture_default_str();

@@ -20,7 +20,8 @@ namespace dllm::quant {
 
 namespace {
 
-// What one forward hands its micro-kernels: W (n rows of row_bytes), the quantised activations (m rows of k), y.
+// What one forward hands its micro-kernels: W (n rows of row_bytes), the quantised activations (m rows of k),
+// y.
 struct DotArgs {
   const uint8_t* w;
   size_t row_bytes;
@@ -39,9 +40,10 @@ namespace avx2 {
 #undef DLLM_GGML_VNNI
 }  // namespace avx2
 
-// The same tiles with AVX512_VNNI's fused multiply-adds (EVEX on 256-bit registers). Only called where cpuid says
-// the CPU has AVX512F/BW/VL/VNNI. Internal linkage (anonymous namespace) and no library templates instantiated in
-// here: nothing compiled for AVX-512 can be picked by the linker for code the AVX2 paths share.
+// The same tiles with AVX512_VNNI's fused multiply-adds (EVEX on 256-bit registers). Only called where cpuid
+// says the CPU has AVX512F/BW/VL/VNNI. Internal linkage (anonymous namespace) and no library templates
+// instantiated in here: nothing compiled for AVX-512 can be picked by the linker for code the AVX2 paths
+// share.
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni")
 namespace vnni {
@@ -53,8 +55,8 @@ namespace vnni {
 
 using RowsFn = void (*)(const DotArgs&, int64_t, int64_t);
 
-// One row of activations to Q8_K, AVX2: the same bits as quantize_activations_q8_k (the first element of largest
-// magnitude gives the scale, cvtps2dq rounds like lrintf).
+// One row of activations to Q8_K, AVX2: the same bits as quantize_activations_q8_k (the first element of
+// largest magnitude gives the scale, cvtps2dq rounds like lrintf).
 void quantize_row_q8_k_avx2(const float* x, int64_t k, int8_t* qs, float* d, int16_t* sums) {
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
@@ -75,8 +77,8 @@ void quantize_row_q8_k_avx2(const float* x, int64_t k, int8_t* qs, float* d, int
     }
     float max = 0;
     for (int i = 0; i < 32; ++i) {
-      const int hit = _mm256_movemask_ps(
-          _mm256_cmp_ps(_mm256_and_ps(_mm256_loadu_ps(xb + 8 * i), abs_mask), _mm256_set1_ps(amax), _CMP_EQ_OQ));
+      const int hit = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_and_ps(_mm256_loadu_ps(xb + 8 * i), abs_mask),
+                                                       _mm256_set1_ps(amax), _CMP_EQ_OQ));
       if (hit) {
         max = xb[8 * i + __builtin_ctz(static_cast<unsigned>(hit))];
         break;
@@ -89,7 +91,8 @@ void quantize_row_q8_k_avx2(const float* x, int64_t k, int8_t* qs, float* d, int
     for (int c = 0; c < 8; ++c) {
       __m256i v[4];
       for (int i = 0; i < 4; ++i)
-        v[i] = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb + 32 * c + 8 * i), iv)), top);
+        v[i] = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb + 32 * c + 8 * i), iv)),
+                                top);
       const __m256i q16 = _mm256_packs_epi16(_mm256_packs_epi32(v[0], v[1]), _mm256_packs_epi32(v[2], v[3]));
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 32 * c), _mm256_permutevar8x32_epi32(q16, order));
       const __m256i s8 = _mm256_add_epi32(_mm256_add_epi32(v[0], v[1]), _mm256_add_epi32(v[2], v[3]));
@@ -139,7 +142,8 @@ void quantize_activations_q8_k(const float* x, int64_t rows, int64_t k, int8_t* 
     for (int64_t sb = 0; sb < nsb; ++sb) {
       const float* xb = x + r * k + sb * kQK_K;
       int8_t* q = qs + r * k + sb * kQK_K;
-      float amax = 0, max = 0;  // the first element of largest magnitude, sign kept (ggml's quantize_row_q8_K)
+      float amax = 0,
+            max = 0;  // the first element of largest magnitude, sign kept (ggml's quantize_row_q8_K)
       for (int j = 0; j < kQK_K; ++j)
         if (std::fabs(xb[j]) > amax) {
           amax = std::fabs(xb[j]);
@@ -202,9 +206,12 @@ LinearGgml::Kernel LinearGgml::best_kernel() {
 
 const char* LinearGgml::kernel_name(Kernel kernel) {
   switch (kernel) {
-    case Kernel::kAuto: return kernel_name(best_kernel());
-    case Kernel::kAvx2: return "AVX2";
-    case Kernel::kAvx512Vnni: return "AVX512_VNNI";
+    case Kernel::kAuto:
+      return kernel_name(best_kernel());
+    case Kernel::kAvx2:
+      return "AVX2";
+    case Kernel::kAvx512Vnni:
+      return "AVX512_VNNI";
   }
   return "?";
 }
@@ -214,35 +221,78 @@ void LinearGgml::forward(const float* x, int64_t rows, float* y, bool accumulate
 }
 
 void LinearGgml::forward(Kernel kernel, const float* x, int64_t rows, float* y, bool accumulate) const {
-  if (rows <= 0 || rows_ == 0) return;
+  const LinearGgml* one[1] = {this};
+  float* out[1] = {y};
+  forward_many(kernel, one, out, 1, x, rows, accumulate);
+}
+
+void LinearGgml::forward_shared_input(const LinearGgml& a, float* ya, const LinearGgml& b, float* yb,
+                                      const float* x, int64_t rows) {
+  if (a.type_ != b.type_ || a.cols_ != b.cols_) {
+    a.forward(x, rows, ya);
+    b.forward(x, rows, yb);
+    return;
+  }
+  const LinearGgml* both[2] = {&a, &b};
+  float* out[2] = {ya, yb};
+  forward_many(Kernel::kAuto, both, out, 2, x, rows, false);
+}
+
+void LinearGgml::forward_many(Kernel kernel, const LinearGgml* const* ws, float* const* ys, int count,
+                              const float* x, int64_t rows, bool accumulate) {
+  const LinearGgml& first = *ws[0];
+  if (rows <= 0) return;
   if (!supported(kernel)) fail("LinearGgml: this CPU cannot run the ", kernel_name(kernel), " kernel");
   if (kernel == Kernel::kAuto) kernel = best_kernel();
   ScopedKernelTimer timer(KernelKind::kMatmul);
-  const bool q4 = type_ == GgmlType::kQ4_K;
-  const int64_t block = q4 ? kQK_K : kQK8_0, nblk = cols_ / block;
+  const int64_t cols = first.cols_;
+  const bool q4 = first.type_ == GgmlType::kQ4_K;
+  const int64_t block = q4 ? kQK_K : kQK8_0, nblk = cols / block;
   Scratch& s = tls_scratch;
-  int8_t* xq = scratch(s.q, rows * cols_);
+  int8_t* xq = scratch(s.q, rows * cols);
   float* xd = scratch(s.d, rows * nblk);
   int16_t* xs = q4 ? scratch(s.s, rows * nblk * 8) : nullptr;
-  const DotArgs a{data_, row_bytes_, cols_, rows, xq, xd, xs, y, rows_, accumulate};
   const bool vnni = kernel == Kernel::kAvx512Vnni;
-  const RowsFn run = q4 ? (vnni ? vnni::q4_k_rows : avx2::q4_k_rows) : (vnni ? vnni::q8_0_rows : avx2::q8_0_rows);
-  // Work items of 16 weight rows, handed out dynamically: on a machine shared with other work a descheduled thread
-  // does not hold up the rest. Each output is computed by one thread in a fixed order: the same bits for any
-  // thread count.
+  const RowsFn run =
+      q4 ? (vnni ? vnni::q4_k_rows : avx2::q4_k_rows) : (vnni ? vnni::q8_0_rows : avx2::q8_0_rows);
+  // Work items of 16 weight rows (of each matrix in turn), handed out dynamically: on a machine shared with
+  // other work a descheduled thread does not hold up the rest. Each output is computed by one thread in a
+  // fixed order: the same bits for any thread count.
   constexpr int64_t kChunk = 16;
-  const int64_t items = (rows_ + kChunk - 1) / kChunk;
-#pragma omp parallel if (static_cast<double>(rows) * rows_ * cols_ >= 1 << 18)
+  int64_t first_item[3] = {0, 0, 0}, total_rows = 0;
+  for (int i = 0; i < count; ++i) {
+    first_item[i + 1] = first_item[i] + (ws[i]->rows_ + kChunk - 1) / kChunk;
+    total_rows += ws[i]->rows_;
+  }
+  const int64_t items = first_item[count];
+  if (items == 0) return;
+  const auto quantize_row = [&](int64_t r) {
+    if (q4)
+      quantize_row_q8_k_avx2(x + r * cols, cols, xq + r * cols, xd + r * nblk, xs + r * nblk * 8);
+    else
+      quantize_row_q8_avx2(x + r * cols, cols, xq + r * cols, xd + r * nblk);
+  };
+  const auto run_item = [&](int64_t item) {
+    const int i = item < first_item[1] ? 0 : 1;
+    const LinearGgml& w = *ws[i];
+    const DotArgs a{w.data_, w.row_bytes_, cols, rows, xq, xd, xs, ys[i], w.rows_, accumulate};
+    const int64_t n0 = (item - first_item[i]) * kChunk;
+    run(a, n0, std::min(w.rows_, n0 + kChunk));
+  };
+  // Inside a parallel region (the experts of a mixture, one per thread) the work stays on this thread without
+  // opening a nested region (a team of one still costs a fork and a join per matmul) and without `omp for`,
+  // which would bind to the enclosing team.
+  if (omp_in_parallel() || static_cast<double>(rows) * static_cast<double>(total_rows) * cols < (1 << 18)) {
+    for (int64_t r = 0; r < rows; ++r) quantize_row(r);
+    for (int64_t item = 0; item < items; ++item) run_item(item);
+    return;
+  }
+#pragma omp parallel
   {
 #pragma omp for schedule(static)
-    for (int64_t r = 0; r < rows; ++r) {
-      if (q4)
-        quantize_row_q8_k_avx2(x + r * cols_, cols_, xq + r * cols_, xd + r * nblk, xs + r * nblk * 8);
-      else
-        quantize_row_q8_avx2(x + r * cols_, cols_, xq + r * cols_, xd + r * nblk);
-    }
+    for (int64_t r = 0; r < rows; ++r) quantize_row(r);
 #pragma omp for schedule(dynamic)
-    for (int64_t item = 0; item < items; ++item) run(a, item * kChunk, std::min(rows_, (item + 1) * kChunk));
+    for (int64_t item = 0; item < items; ++item) run_item(item);
   }
 }
 
@@ -298,7 +348,8 @@ void LinearGgml::forward_reference(const float* x, int64_t rows, float* y, bool 
           lane[l] = std::fma(-static_cast<float>(summ[l]), dm, lane[l]);
         }
       }
-      const float h = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+      const float h =
+          ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
       float& out = y[m * rows_ + n];
       out = accumulate ? out + h : h;
     }

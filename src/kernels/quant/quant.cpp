@@ -1,5 +1,8 @@
 #include "kernels/quant/quant.h"
 
+#include <immintrin.h>
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -13,8 +16,11 @@ namespace {
 
 constexpr float kGroupMaxEps = 1e-15f;  // ggml's GROUP_MAX_EPS
 
-// Round to nearest, ties to even (ggml's nearest_int; valid for |x| < 2^22).
-inline int nearest_int(float x) { return static_cast<int>(std::lrintf(x)); }
+// Round to nearest, ties to even (ggml's nearest_int; valid for |x| < 2^22): cvtss2si in the default rounding
+// mode, which is what lrintf does, without the call through the PLT (a fifth of a Q4_K quantisation's time).
+inline int nearest_int(float x) {
+  return _mm_cvtss_si32(_mm_set_ss(x));
+}
 
 template <class Block>
 Block load_block(const void* src, int64_t i) {
@@ -27,7 +33,8 @@ void store_block(void* dst, int64_t i, const Block& b) {
   std::memcpy(static_cast<uint8_t*>(dst) + i * sizeof(Block), &b, sizeof(Block));
 }
 
-// ---- dequantisation ------------------------------------------------------------------------------------------------
+// ---- dequantisation
+// ------------------------------------------------------------------------------------------------
 
 void dequant_q8_0(const void* src, float* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i) {
@@ -93,7 +100,8 @@ void dequant_q6_k(const void* src, float* y, int64_t nb) {
   }
 }
 
-// ---- reference quantisers (ggml-quants.c's *_ref algorithms) --------------------------------------------------------
+// ---- reference quantisers (ggml-quants.c's *_ref algorithms)
+// --------------------------------------------------------
 
 void quant_q8_0(const float* x, void* dst, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, x += kQK8_0) {
@@ -302,7 +310,8 @@ void quant_q6_k(const float* x, void* dst, int64_t nb) {
     }
     const float iscale = -128.f / max_scale;
     b.d = f32_to_f16(1 / iscale);
-    for (int ib = 0; ib < 16; ++ib) b.scales[ib] = static_cast<int8_t>(std::min(127, nearest_int(iscale * scales[ib])));
+    for (int ib = 0; ib < 16; ++ib)
+      b.scales[ib] = static_cast<int8_t>(std::min(127, nearest_int(iscale * scales[ib])));
     for (int j = 0; j < 16; ++j) {
       const float d = f16_to_f32(b.d) * b.scales[j];
       if (d == 0) continue;
@@ -313,11 +322,12 @@ void quant_q6_k(const float* x, void* dst, int64_t nb) {
     uint8_t* qh = b.qh;
     for (int j = 0; j < kQK_K; j += 128, ql += 64, qh += 32)
       for (int l = 0; l < 32; ++l) {
-        const uint8_t q1 = L[j + l] & 0xF, q2 = L[j + l + 32] & 0xF, q3 = L[j + l + 64] & 0xF, q4 = L[j + l + 96] & 0xF;
+        const uint8_t q1 = L[j + l] & 0xF, q2 = L[j + l + 32] & 0xF, q3 = L[j + l + 64] & 0xF,
+                      q4 = L[j + l + 96] & 0xF;
         ql[l] = static_cast<uint8_t>(q1 | (q3 << 4));
         ql[l + 32] = static_cast<uint8_t>(q2 | (q4 << 4));
-        qh[l] = static_cast<uint8_t>((L[j + l] >> 4) | ((L[j + l + 32] >> 4) << 2) | ((L[j + l + 64] >> 4) << 4) |
-                                     ((L[j + l + 96] >> 4) << 6));
+        qh[l] = static_cast<uint8_t>((L[j + l] >> 4) | ((L[j + l + 32] >> 4) << 2) |
+                                     ((L[j + l + 64] >> 4) << 4) | ((L[j + l + 96] >> 4) << 6));
       }
     store_block(dst, i, b);
   }
@@ -339,7 +349,9 @@ void dequantize(GgmlType type, const void* src, float* dst, int64_t n) {
   const size_t bytes = ggml_row_bytes(type, n);  // validates n against the block size
   (void)bytes;
   switch (type) {
-    case GgmlType::kF32: std::memcpy(dst, src, static_cast<size_t>(n) * 4); return;
+    case GgmlType::kF32:
+      std::memcpy(dst, src, static_cast<size_t>(n) * 4);
+      return;
     case GgmlType::kF16:
     case GgmlType::kBF16: {
       const auto* s = static_cast<const uint8_t*>(src);
@@ -350,10 +362,18 @@ void dequantize(GgmlType type, const void* src, float* dst, int64_t n) {
       }
       return;
     }
-    case GgmlType::kQ8_0: dequant_q8_0(src, dst, n / kQK8_0); return;
-    case GgmlType::kQ4_0: dequant_q4_0(src, dst, n / kQK4_0); return;
-    case GgmlType::kQ4_K: dequant_q4_k(src, dst, n / kQK_K); return;
-    case GgmlType::kQ6_K: dequant_q6_k(src, dst, n / kQK_K); return;
+    case GgmlType::kQ8_0:
+      dequant_q8_0(src, dst, n / kQK8_0);
+      return;
+    case GgmlType::kQ4_0:
+      dequant_q4_0(src, dst, n / kQK4_0);
+      return;
+    case GgmlType::kQ4_K:
+      dequant_q4_k(src, dst, n / kQK_K);
+      return;
+    case GgmlType::kQ6_K:
+      dequant_q6_k(src, dst, n / kQK_K);
+      return;
   }
   fail("dequantize: unsupported ggml type ", static_cast<uint32_t>(type));
 }
@@ -362,7 +382,9 @@ void quantize(GgmlType type, const float* src, void* dst, int64_t n) {
   ggml_row_bytes(type, n);
   auto* d = static_cast<uint8_t*>(dst);
   switch (type) {
-    case GgmlType::kF32: std::memcpy(dst, src, static_cast<size_t>(n) * 4); return;
+    case GgmlType::kF32:
+      std::memcpy(dst, src, static_cast<size_t>(n) * 4);
+      return;
     case GgmlType::kF16:
     case GgmlType::kBF16:
       for (int64_t i = 0; i < n; ++i) {
@@ -370,12 +392,36 @@ void quantize(GgmlType type, const float* src, void* dst, int64_t n) {
         std::memcpy(d + 2 * i, &h, 2);
       }
       return;
-    case GgmlType::kQ8_0: quant_q8_0(src, dst, n / kQK8_0); return;
-    case GgmlType::kQ4_0: quant_q4_0(src, dst, n / kQK4_0); return;
-    case GgmlType::kQ4_K: quant_q4_k(src, dst, n / kQK_K); return;
-    case GgmlType::kQ6_K: quant_q6_k(src, dst, n / kQK_K); return;
+    default:
+      break;
   }
-  fail("quantize: unsupported ggml type ", static_cast<uint32_t>(type));
+  // Blocks are independent: quantised in parallel chunks (a random 16B-parameter model is quantised at
+  // start).
+  const GgmlTypeInfo& info = *ggml_type_info(static_cast<uint32_t>(type));
+  const int64_t block = info.block_elems, blocks = n / block;
+  const size_t block_bytes = info.block_bytes;
+  using BlockFn = void (*)(const float*, void*, int64_t);
+  BlockFn run = nullptr;
+  switch (type) {
+    case GgmlType::kQ8_0:
+      run = quant_q8_0;
+      break;
+    case GgmlType::kQ4_0:
+      run = quant_q4_0;
+      break;
+    case GgmlType::kQ4_K:
+      run = quant_q4_k;
+      break;
+    case GgmlType::kQ6_K:
+      run = quant_q6_k;
+      break;
+    default:
+      fail("quantize: unsupported ggml type ", static_cast<uint32_t>(type));
+  }
+  constexpr int64_t kChunk = 256;
+#pragma omp parallel for schedule(dynamic) if (blocks > kChunk && !omp_in_parallel())
+  for (int64_t c = 0; c < blocks; c += kChunk)
+    run(src + c * block, d + static_cast<size_t>(c) * block_bytes, std::min(kChunk, blocks - c));
 }
 
 }  // namespace dllm::quant
