@@ -359,6 +359,11 @@ void Transformer::mixture_of_experts(const MoeWeights& w, int64_t n, float* x) {
         static_cast<double>(w.gate[e].weight_bytes() + w.up[e].weight_bytes() + w.down[e].weight_bytes());
     moe_stats_.expert_flops += 2.0 * 3.0 * static_cast<double>(m * width * d);
   }
+  // Longest first (most tokens), so that the last experts to start are the short ones and no thread idles
+  // long.
+  std::vector<int64_t> run_order = active;
+  std::stable_sort(run_order.begin(), run_order.end(),
+                   [&](int64_t a, int64_t b) { return by_expert[a].size() > by_expert[b].size(); });
   const auto experts_start = std::chrono::steady_clock::now();
   expert_rows_.resize(static_cast<size_t>(first_row[E] * d));  // each expert's outputs, rows in routing order
   {
@@ -369,7 +374,7 @@ void Transformer::mixture_of_experts(const MoeWeights& w, int64_t n, float* x) {
       std::vector<float> in, g, u;
 #pragma omp for schedule(dynamic, 1)
       for (int64_t a = 0; a < count; ++a) {
-        const int64_t e = active[a];
+        const int64_t e = run_order[a];
         const auto& tokens = by_expert[e];
         const int64_t m = static_cast<int64_t>(tokens.size()), width = w.gate[e].out_features();
         in.resize(static_cast<size_t>(m * d));
