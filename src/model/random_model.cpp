@@ -7,16 +7,16 @@
 
 #include "core/error.h"
 #include "io/checkpoint.h"
+#include "kernels/linear.h"
 #include "kernels/quant/linear_ggml.h"
 #include "kernels/quant/linear_q8.h"
-#include "kernels/linear.h"
 #include "model/family.h"
 #include "model/precision.h"
 
 namespace dllm {
 
 // The sizes of released checkpoints, as their config.json files give them (LLaDA2: inclusionAI/dFactory's
-// llada2_mini config.json; SDAR: the Qwen3-4B / Qwen3-8B sizes of SDAR-4B/8B-Chat).
+// llada2_mini config.json; SDAR: the Qwen3-4B / Qwen3-8B / Qwen3-30B-A3B sizes of SDAR-4B/8B/30B-A3B-Chat).
 const std::vector<ModelShape>& known_shapes() {
   static const std::vector<ModelShape> kShapes = {
       {"llada-8b", "llada",
@@ -58,6 +58,14 @@ const std::vector<ModelShape>& known_shapes() {
            "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151936, "rope_theta": 1000000,
            "rms_norm_eps": 1e-06, "tie_word_embeddings": false, "block_size": 4, "mask_token_id": 151669,
            "bos_token_id": 151643, "eos_token_id": 151643, "max_position_embeddings": 32768})"},
+      {"sdar-30b-a3b", "sdar",
+       R"({"architectures": ["SDARMoeForCausalLM"], "model_type": "sdar_moe", "hidden_size": 2048,
+           "intermediate_size": 6144, "moe_intermediate_size": 768, "num_hidden_layers": 48,
+           "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128, "num_experts": 128,
+           "num_experts_per_tok": 8, "norm_topk_prob": true, "decoder_sparse_step": 1, "mlp_only_layers": [],
+           "vocab_size": 151936, "rope_theta": 1000000, "rms_norm_eps": 1e-06, "tie_word_embeddings": false,
+           "block_size": 4, "mask_token_id": 151669, "bos_token_id": 151643, "eos_token_id": 151643,
+           "max_position_embeddings": 32768})"},
   };
   return kShapes;
 }

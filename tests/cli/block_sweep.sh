@@ -21,6 +21,7 @@ print(f"ok: {len(pairs)} loops, cache on = off")
 PY
 }
 for args in "-m $root/tests/data/oracle/models/sdar_tiny_f32 --gen-length 32 --block-length 4" \
+            "-m $root/tests/data/oracle/models/sdar_moe_tiny_f32 --gen-length 32 --block-length 4" \
             "--shape llada2-tiny --gen-length 32 --block-length 8"; do
   # shellcheck disable=SC2086
   out=$("$bin" sweep $args --num-prompts 2 --json)

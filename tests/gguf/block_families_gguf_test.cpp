@@ -13,16 +13,16 @@
 #include <tuple>
 
 #include "convert/gguf_convert.h"
-#include "model/transformer.h"
 #include "dllm/dllm.h"
 #include "gguf_test_util.h"
 #include "io/safetensors.h"
+#include "model/transformer.h"
 #include "test_util.h"
 
 namespace dllm {
 namespace {
 
-const char* const kModels[] = {"llada2_tiny_f32", "sdar_tiny_f32"};
+const char* const kModels[] = {"llada2_tiny_f32", "sdar_tiny_f32", "sdar_moe_tiny_f32"};
 
 std::shared_ptr<Model> load(const std::string& path, WeightFormat weights = WeightFormat::kAuto) {
   LoadOptions o;
@@ -79,8 +79,8 @@ std::vector<float> logits(Model& m, const Sequence& s) {
   return m.forward(in).value();
 }
 
-// Per position of every golden sequence of `name`: the largest |logit - golden| (sorted ascending), and how many
-// positions keep the golden argmax.
+// Per position of every golden sequence of `name`: the largest |logit - golden| (sorted ascending), and how
+// many positions keep the golden argmax.
 struct GoldenDistance {
   std::vector<float> worst;
   int agree = 0;
@@ -97,8 +97,9 @@ GoldenDistance distance_to_goldens(Model& m, const std::string& name) {
       float worst = 0;
       for (int64_t v = 0; v < V; ++v) worst = std::max(worst, std::abs(got[t * V + v] - expected[t * V + v]));
       d.worst.push_back(worst);
-      d.agree += std::max_element(got.begin() + t * V, got.begin() + (t + 1) * V) - got.begin() ==
-                 std::max_element(expected.begin() + t * V, expected.begin() + (t + 1) * V) - expected.begin();
+      d.agree +=
+          std::max_element(got.begin() + t * V, got.begin() + (t + 1) * V) - got.begin() ==
+          std::max_element(expected.begin() + t * V, expected.begin() + (t + 1) * V) - expected.begin();
     }
   }
   std::sort(d.worst.begin(), d.worst.end());
@@ -141,7 +142,7 @@ TEST(BlockFamiliesGguf, F32LoadsAsTheHfDirectory) {
     EXPECT_EQ(checked, 5) << name;
     ++models;
   }
-  EXPECT_EQ(models, 2);
+  EXPECT_EQ(models, 3);
 }
 
 TEST(BlockFamiliesGguf, Llada2Metadata) {
@@ -197,6 +198,26 @@ TEST(BlockFamiliesGguf, SdarMetadata) {
   EXPECT_TRUE(f.find_tensor("blk.2.attn_k_norm.weight"));
 }
 
+// SDAR-MoE: llama.cpp's qwen3moe keys under "sdar": the softmax router (gating 1), renormalised top-k, layer
+// 0 dense (mlp_only_layers [0]), experts stacked.
+TEST(BlockFamiliesGguf, SdarMoeMetadata) {
+  GgufFile f(converted("sdar_moe_tiny_f32", GgmlType::kF32));
+  EXPECT_EQ(f.get_string("general.architecture"), "sdar");
+  for (auto [key, want] : {std::pair{"sdar.expert_count", 8u},
+                           {"sdar.expert_used_count", 2u},
+                           {"sdar.expert_gating_func", 1u},
+                           {"sdar.leading_dense_block_count", 1u},
+                           {"sdar.expert_feed_forward_length", 64u},
+                           {"diffusion.block_length", 4u}})
+    EXPECT_EQ(f.get_uint(key), want) << key;
+  EXPECT_EQ(f.find_bool("sdar.expert_weights_norm"), true);
+  EXPECT_TRUE(f.find_tensor("blk.0.ffn_gate.weight"));
+  EXPECT_FALSE(f.find_tensor("blk.0.ffn_gate_inp.weight"));
+  EXPECT_EQ(f.find_tensor("blk.1.ffn_gate_inp.weight")->dims, (std::vector<int64_t>{128, 8}));
+  EXPECT_EQ(f.find_tensor("blk.2.ffn_down_exps.weight")->dims, (std::vector<int64_t>{64, 128, 8}));
+  EXPECT_FALSE(f.find_tensor("blk.1.ffn_up_shexp.weight"));
+}
+
 // Q8_0: 2-D weights (attn_qkv, the stacked experts, the shared expert, token_embd, output) quantized; the
 // router, the expert bias and the norms stay F32 as llama.cpp keeps them.
 TEST(BlockFamiliesGguf, Q8TypesPerTensor) {
@@ -246,7 +267,7 @@ TEST(BlockFamiliesGguf, Q8StaysCloseToGoldens) {
     }
     ++models;
   }
-  EXPECT_EQ(models, 2);
+  EXPECT_EQ(models, 3);
 }
 
 // 16-bit files: q / k / v and the experts are F16 / BF16 slices of the mapped file, used in place (here with
@@ -265,7 +286,7 @@ TEST(BlockFamiliesGguf, HalfPrecisionFilesStayClose) {
       EXPECT_GE(agree, static_cast<int>(per_position.size()) * 95 / 100) << name;
       ++runs;
     }
-  EXPECT_EQ(runs, 4);
+  EXPECT_EQ(runs, 6);
 }
 
 // The 8-bit path takes q / k / v and every expert as a slice of the stored Q8_0 blocks: the Q8_0 file must
@@ -279,7 +300,7 @@ TEST(BlockFamiliesGguf, Q8FileEqualsF32FileQuantisedAtLoad) {
     for (const auto& s : sequences(name)) EXPECT_EQ(logits(*q8_file, s), logits(*q8_at_load, s)) << name;
     ++models;
   }
-  EXPECT_EQ(models, 2);
+  EXPECT_EQ(models, 3);
 }
 
 // The experts of a Q8_0 file are multiplied in place from the mapped blocks (quant::LinearGgml views), not
@@ -377,8 +398,17 @@ TEST(BlockFamiliesGguf, MalformedMoeKeys) {
   expect_edit_error("llada2_tiny_f32", u32("llada2.rope.dimension_count", 64),
                     {"llada2.rope.dimension_count"});
   expect_edit_error("llada2_tiny_f32", u32("diffusion.block_length", 0), {"diffusion.block_length"});
-  // A dense family given experts, and a block length for a family without blocks.
-  expect_edit_error("sdar_tiny_f32", u32("sdar.expert_count", 8), {"sdar.expert_count", "is not supported"});
+  // A dense SDAR file given experts but no routers, and a block length for a family without blocks.
+  expect_edit_error("sdar_tiny_f32",
+                    [](GgufWriter& w, auto&) {
+                      w.set_uint32("sdar.expert_count", 8);
+                      w.set_uint32("sdar.expert_used_count", 2);
+                      w.set_uint32("sdar.expert_feed_forward_length", 64);
+                    },
+                    {"missing tensor", "blk.0.ffn_gate_inp.weight"});
+  // SDAR-MoE's softmax router recorded as such, and its leading dense layer.
+  expect_edit_error("sdar_moe_tiny_f32", u32("sdar.leading_dense_block_count", 0),
+                    {"blk.0.ffn_gate_inp.weight", "missing"});
   const std::string llada = test::temp_path("llada_block.gguf");
   test::rewrite_gguf(test::data_path("gguf/llada_tiny_f32.gguf"), llada,
                      [](GgufWriter& w, auto&) { w.set_uint32("diffusion.block_length", 32); });

@@ -1,7 +1,8 @@
-// Malformed model directories: every one must give a failed Expected whose message names the file and the tensor or
-// field at fault, with no crash and no out-of-bounds read (this binary also runs under ASan+UBSan). Each case copies
-// the tiny LLaDA checkpoint into a temp directory and corrupts one thing, written by the small safetensors writer
-// below. The valid variants (sharded, BF16, F16, unaligned data) must load and give the expected logits.
+// Malformed model directories: every one must give a failed Expected whose message names the file and the
+// tensor or field at fault, with no crash and no out-of-bounds read (this binary also runs under ASan+UBSan).
+// Each case copies the tiny LLaDA checkpoint into a temp directory and corrupts one thing, written by the
+// small safetensors writer below. The valid variants (sharded, BF16, F16, unaligned data) must load and give
+// the expected logits.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -15,11 +16,12 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include "convert/gguf_convert.h"
 #include "core/dtype.h"
 #include "dllm/dllm.h"
-#include "convert/gguf_convert.h"
 #include "test_util.h"
 
 namespace dllm {
@@ -34,7 +36,8 @@ const char* const kK0 = "model.transformer.blocks.0.k_proj.weight";
 const char* const kWte = "model.transformer.wte.weight";
 const char* const kLnF = "model.transformer.ln_f.weight";
 
-// ---- a small safetensors reader / writer -------------------------------------------------------------------------
+// ---- a small safetensors reader / writer
+// -------------------------------------------------------------------------
 
 struct Tensor {
   std::string name;
@@ -98,7 +101,8 @@ void write_bytes(const std::string& path, const std::string& bytes) {
   ASSERT_TRUE(out.good()) << path;
 }
 
-// u64 header length + header text + data, exactly as given (pad_to: pad the header with spaces to a multiple).
+// u64 header length + header text + data, exactly as given (pad_to: pad the header with spaces to a
+// multiple).
 std::string serialize(const std::string& header_text, const std::string& data, size_t pad_to = 8) {
   std::string h = header_text;
   while (pad_to > 1 && h.size() % pad_to != 0) h += ' ';
@@ -141,7 +145,8 @@ Tensor widened(const Tensor& t) {
   return out;
 }
 
-// ---- fixture: a copy of the tiny model in a fresh temp directory -------------------------------------------------
+// ---- fixture: a copy of the tiny model in a fresh temp directory
+// -------------------------------------------------
 
 class LoaderErrors : public ::testing::Test {
  protected:
@@ -174,9 +179,10 @@ class LoaderErrors : public ::testing::Test {
   void expect_error(std::initializer_list<std::string> parts, const std::string& dir = "") const {
     auto m = Model::load(dir.empty() ? dir_ : dir, options());
     ASSERT_FALSE(m.ok()) << "loaded, but expected an error containing " << *parts.begin();
-    for (const auto& p : parts) EXPECT_NE(m.error().find(p), std::string::npos) << "'" << p << "' not in: " << m.error();
-    // `dllm convert` reads the directory through the same family description: it refuses the same input with the
-    // same message, and writes nothing.
+    for (const auto& p : parts)
+      EXPECT_NE(m.error().find(p), std::string::npos) << "'" << p << "' not in: " << m.error();
+    // `dllm convert` reads the directory through the same family description: it refuses the same input with
+    // the same message, and writes nothing.
     const std::string out = dir_ + "/converted.gguf";
     std::string convert_error = "(converted without an error)";
     try {
@@ -224,7 +230,8 @@ float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   return m;
 }
 
-// ---- sanity ----------------------------------------------------------------------------------------------------
+// ---- sanity
+// ----------------------------------------------------------------------------------------------------
 
 TEST_F(LoaderErrors, RewrittenCopyLoadsAndMatches) {
   write_safetensors(st(), tensors_);  // our writer's layout, not the original bytes
@@ -232,7 +239,8 @@ TEST_F(LoaderErrors, RewrittenCopyLoadsAndMatches) {
   EXPECT_TRUE(bit_identical(logits_of(dir_), ref));
 }
 
-// ---- the safetensors container ---------------------------------------------------------------------------------
+// ---- the safetensors container
+// ---------------------------------------------------------------------------------
 
 TEST_F(LoaderErrors, FileShorterThanHeaderLength) {
   for (size_t n : {0, 1, 7}) {
@@ -324,8 +332,9 @@ TEST_F(LoaderErrors, EntryFieldWrongType) {
 }
 
 TEST_F(LoaderErrors, ImplausibleShape) {
-  write_safetensors(st(), tensors_,
-                    [](json& h) { h[kQ0]["shape"] = {uint64_t{1} << 32, uint64_t{1} << 32, uint64_t{1} << 32}; });
+  write_safetensors(st(), tensors_, [](json& h) {
+    h[kQ0]["shape"] = {uint64_t{1} << 32, uint64_t{1} << 32, uint64_t{1} << 32};
+  });
   expect_error({st(), kQ0, "shape"});
   // A product that wraps to the right byte count must not pass: 2^62 * 2^2 = 2^64 == 0 (mod 2^64).
   write_safetensors(st(), tensors_, [](json& h) { h[kQ0]["shape"] = {uint64_t{1} << 62, 0}; });
@@ -342,10 +351,14 @@ TEST_F(LoaderErrors, DataOffsetsReversed) {
 
 TEST_F(LoaderErrors, DataOffsetsOutOfRange) {
   const uint64_t data_size = concat_data(tensors_).size();
-  write_safetensors(st(), tensors_, [&](json& h) { h[kQ0]["data_offsets"] = {data_size, data_size + 65536}; });
+  write_safetensors(st(), tensors_, [&](json& h) {
+    h[kQ0]["data_offsets"] = {data_size, data_size + 65536};
+  });
   expect_error({st(), kQ0, "past the end"});
   // begin + size overflowing 2^64 must not wrap around into range.
-  write_safetensors(st(), tensors_, [&](json& h) { h[kQ0]["data_offsets"] = {~uint64_t{0} - 100, ~uint64_t{0}}; });
+  write_safetensors(st(), tensors_, [&](json& h) {
+    h[kQ0]["data_offsets"] = {~uint64_t{0} - 100, ~uint64_t{0}};
+  });
   expect_error({st(), kQ0});
 }
 
@@ -399,7 +412,8 @@ TEST_F(LoaderErrors, UnsupportedDtype) {
 }
 
 TEST_F(LoaderErrors, MissingTensor) {
-  for (const char* name : {kLnF, kWte, "model.transformer.blocks.2.v_proj.weight", "model.transformer.ff_out.weight"}) {
+  for (const char* name :
+       {kLnF, kWte, "model.transformer.blocks.2.v_proj.weight", "model.transformer.ff_out.weight"}) {
     auto ts = tensors_;
     erase_tensor(ts, name);
     write_safetensors(st(), ts);
@@ -440,15 +454,18 @@ TEST_F(LoaderErrors, SafetensorsIsADirectory) {
   expect_error({dir_, "model.safetensors"});
 }
 
-// ---- valid variants: unaligned data, BF16 / F16 ------------------------------------------------------------------
+// ---- valid variants: unaligned data, BF16 / F16
+// ------------------------------------------------------------------
 
 TEST_F(LoaderErrors, UnpaddedHeaderAndOddOffsetsLoad) {
-  // The spec does not require alignment: an unpadded header and a 1-byte gap put every tensor at an odd address.
+  // The spec does not require alignment: an unpadded header and a 1-byte gap put every tensor at an odd
+  // address.
   auto ts = tensors_;
   json h = make_header(ts);
   for (auto& [name, e] : h.items())
-    if (name != "__metadata__") e["data_offsets"] = {e["data_offsets"][0].get<uint64_t>() + 1,
-                                                     e["data_offsets"][1].get<uint64_t>() + 1};
+    if (name != "__metadata__")
+      e["data_offsets"] = {e["data_offsets"][0].get<uint64_t>() + 1,
+                           e["data_offsets"][1].get<uint64_t>() + 1};
   std::string text = h.dump();
   if (text.size() % 2 == 0) text += ' ';  // odd header length
   write_bytes(st(), serialize(text, "x" + concat_data(ts), 1));
@@ -459,8 +476,9 @@ TEST_F(LoaderErrors, UnpaddedHeaderAndOddOffsetsLoad) {
   for (const auto& t : tensors_) bf.push_back(converted(t, DType::kBF16));
   h = make_header(bf);
   for (auto& [name, e] : h.items())
-    if (name != "__metadata__") e["data_offsets"] = {e["data_offsets"][0].get<uint64_t>() + 1,
-                                                     e["data_offsets"][1].get<uint64_t>() + 1};
+    if (name != "__metadata__")
+      e["data_offsets"] = {e["data_offsets"][0].get<uint64_t>() + 1,
+                           e["data_offsets"][1].get<uint64_t>() + 1};
   text = h.dump();
   if (text.size() % 2 == 0) text += ' ';
   write_bytes(st(), serialize(text, "x" + concat_data(bf), 1));
@@ -508,7 +526,8 @@ TEST_F(LoaderErrors, MixedDtypesLoad) {
   EXPECT_EQ(logits_of(dir_).size(), 8u * 512u);
 }
 
-// ---- sharded checkpoints ---------------------------------------------------------------------------------------
+// ---- sharded checkpoints
+// ---------------------------------------------------------------------------------------
 
 class Sharded : public LoaderErrors {
  protected:
@@ -526,7 +545,9 @@ class Sharded : public LoaderErrors {
     for (const auto& t : a) wm[t.name] = shard1;
     for (const auto& t : b) wm[t.name] = shard2;
     if (edit_weight_map) edit_weight_map(wm);
-    write_bytes(index_path(), json{{"metadata", {{"total_size", concat_data(tensors_).size()}}}, {"weight_map", wm}}.dump(2));
+    write_bytes(
+        index_path(),
+        json{{"metadata", {{"total_size", concat_data(tensors_).size()}}}, {"weight_map", wm}}.dump(2));
     return wm;
   }
 };
@@ -592,7 +613,8 @@ TEST_F(Sharded, CorruptShard) {
   expect_error({p, "past the end"});
 }
 
-// ---- config.json -------------------------------------------------------------------------------------------------
+// ---- config.json
+// -------------------------------------------------------------------------------------------------
 
 TEST_F(LoaderErrors, ConfigMissing) {
   fs::remove(config_path());
@@ -639,11 +661,13 @@ TEST_F(LoaderErrors, ConfigMissingField) {
 
 TEST_F(LoaderErrors, ConfigWrongType) {
   const std::vector<std::pair<const char*, json>> cases = {
-      {"d_model", "128"},        {"d_model", 128.5},        {"n_layers", true},
-      {"n_heads", json::array()}, {"vocab_size", {{"a", 1}}}, {"rope_theta", "big"},
-      {"rms_norm_eps", false},   {"mask_token_id", 1.5},    {"eos_token_id", "481"},
-      {"n_kv_heads", "4"},       {"mlp_hidden_size", 384.0}, {"weight_tying", "no"},
-      {"eos_token_id", {"a"}},   {"max_sequence_length", "4096"},
+      {"d_model", "128"},         {"d_model", 128.5},
+      {"n_layers", true},         {"n_heads", json::array()},
+      {"vocab_size", {{"a", 1}}}, {"rope_theta", "big"},
+      {"rms_norm_eps", false},    {"mask_token_id", 1.5},
+      {"eos_token_id", "481"},    {"n_kv_heads", "4"},
+      {"mlp_hidden_size", 384.0}, {"weight_tying", "no"},
+      {"eos_token_id", {"a"}},    {"max_sequence_length", "4096"},
   };
   for (const auto& [field, value] : cases) {
     edit_config([&](json& c) { c[field] = value; });
@@ -666,15 +690,18 @@ TEST_F(LoaderErrors, ConfigZeroOrNegativeSizes) {
   for (double v : {0.0, -1.0}) {
     edit_config([&](json& c) { c["rope_theta"] = v; });
     expect_error({config_path(), "rope_theta"});
-    edit_config([&](json& c) { c["rope_theta"] = 500000.0; c["rms_norm_eps"] = v; });
+    edit_config([&](json& c) {
+      c["rope_theta"] = 500000.0;
+      c["rms_norm_eps"] = v;
+    });
     expect_error({config_path(), "rms_norm_eps"});
     edit_config([&](json& c) { c["rms_norm_eps"] = 1e-5; });
   }
 }
 
 TEST_F(LoaderErrors, ConfigHugeSizes) {
-  // Sizes whose products overflow int64 must fail cleanly (UBSan checks the arithmetic): the first tensor whose
-  // shape they imply is named, with that shape.
+  // Sizes whose products overflow int64 must fail cleanly (UBSan checks the arithmetic): the first tensor
+  // whose shape they imply is named, with that shape.
   for (const char* field : {"d_model", "n_layers", "vocab_size", "mlp_hidden_size", "embedding_size"}) {
     edit_config([&](json& c) { c[field] = int64_t{1} << 62; });
     expect_error({"config.json"});
@@ -686,7 +713,10 @@ TEST_F(LoaderErrors, ConfigHugeSizes) {
     c["mlp_ratio"] = int64_t{1} << 62;
   });
   expect_error({config_path(), "mlp_ratio"});
-  edit_config([](json& c) { c["mlp_ratio"] = 3; c["rope_theta"] = 1e300; });
+  edit_config([](json& c) {
+    c["mlp_ratio"] = 3;
+    c["rope_theta"] = 1e300;
+  });
   expect_error({config_path(), "rope_theta"});
 }
 
@@ -723,23 +753,34 @@ TEST_F(LoaderErrors, ConfigContradictsTensors) {
     c["embedding_size"] = 1024;
   });
   expect_error({st(), kWte, "[512, 128]", "[1024, 128]"});
-  edit_config([](json& c) {
-    c["embedding_size"] = 256;
-  });
+  edit_config([](json& c) { c["embedding_size"] = 256; });
   expect_error({config_path(), "embedding_size"});
 
-  fs::copy_file(test::data_path(std::string(kTiny) + "/config.json"), config_path(), fs::copy_options::overwrite_existing);
+  fs::copy_file(test::data_path(std::string(kTiny) + "/config.json"), config_path(),
+                fs::copy_options::overwrite_existing);
   edit_config([](json& c) { c["d_model"] = 64; });
   expect_error({st(), kWte, "[512, 128]", "[512, 64]"});
-  edit_config([](json& c) { c["d_model"] = 128; c["mlp_hidden_size"] = 256; });
+  edit_config([](json& c) {
+    c["d_model"] = 128;
+    c["mlp_hidden_size"] = 256;
+  });
   expect_error({st(), "model.transformer.blocks.0.ff_proj.weight", "[384, 128]", "[256, 128]"});
-  edit_config([](json& c) { c["mlp_hidden_size"] = 384; c["n_kv_heads"] = 2; });
+  edit_config([](json& c) {
+    c["mlp_hidden_size"] = 384;
+    c["n_kv_heads"] = 2;
+  });
   expect_error({st(), kK0, "[128, 128]", "[64, 128]"});
-  edit_config([](json& c) { c["n_kv_heads"] = 4; c["n_layers"] = 2; });
+  edit_config([](json& c) {
+    c["n_kv_heads"] = 4;
+    c["n_layers"] = 2;
+  });
   expect_error({st(), "unexpected tensor", "model.transformer.blocks.2."});
   edit_config([](json& c) { c["n_layers"] = 4; });
   expect_error({"missing tensor", "model.transformer.blocks.3."});
-  edit_config([](json& c) { c["n_layers"] = 3; c["weight_tying"] = true; });
+  edit_config([](json& c) {
+    c["n_layers"] = 3;
+    c["weight_tying"] = true;
+  });
   expect_error({st(), "unexpected tensor", "model.transformer.ff_out.weight"});
 }
 
@@ -755,15 +796,24 @@ TEST_F(LoaderErrors, UnsupportedArchitecture) {
     c.erase("model_type");
   });
   expect_error({config_path(), "unsupported architecture"});
-  edit_config([](json& c) { c["architectures"] = "LLaDAModelLM"; c["model_type"] = 5; });
+  edit_config([](json& c) {
+    c["architectures"] = "LLaDAModelLM";
+    c["model_type"] = 5;
+  });
   expect_error({config_path(), "unsupported architecture"});
 }
 
 TEST_F(LoaderErrors, UnsupportedLladaOption) {
   const std::vector<std::pair<const char*, json>> cases = {
-      {"block_type", "sequential"}, {"layer_norm_type", "default"}, {"activation_type", "gelu"},
-      {"alibi", true},              {"rope", false},                {"include_bias", true},
-      {"attention_layer_norm", true}, {"scale_logits", true},       {"block_group_size", 2},
+      {"block_type", "sequential"},
+      {"layer_norm_type", "default"},
+      {"activation_type", "gelu"},
+      {"alibi", true},
+      {"rope", false},
+      {"include_bias", true},
+      {"attention_layer_norm", true},
+      {"scale_logits", true},
+      {"block_group_size", 2},
   };
   for (const auto& [field, value] : cases) {
     edit_config([&](json& c) { c[field] = value; });
@@ -775,9 +825,15 @@ TEST_F(LoaderErrors, UnsupportedLladaOption) {
 
 TEST_F(LoaderErrors, SpecialTokenIdsOutOfVocab) {
   const std::vector<std::pair<const char*, json>> cases = {
-      {"mask_token_id", 512},   {"mask_token_id", -1},        {"mask_token_id", int64_t{1} << 32},
-      {"eos_token_id", 512},    {"eos_token_id", {9999, 1}},  {"eos_token_id", -7},
-      {"pad_token_id", 100000}, {"eos_token_id", int64_t{1} << 32}, {"eot_token_id", 512},
+      {"mask_token_id", 512},
+      {"mask_token_id", -1},
+      {"mask_token_id", int64_t{1} << 32},
+      {"eos_token_id", 512},
+      {"eos_token_id", {9999, 1}},
+      {"eos_token_id", -7},
+      {"pad_token_id", 100000},
+      {"eos_token_id", int64_t{1} << 32},
+      {"eot_token_id", 512},
   };
   for (const auto& [field, value] : cases) {
     edit_config([&](json& c) { c[field] = value; });
@@ -819,48 +875,65 @@ TEST_F(LoaderErrors, SpecialTokenIdsAtTheEdgesLoad) {
   EXPECT_EQ(m.value()->info().pad_id, 0);
 }
 
-// The block-diffusion families' config fields and expert tensors (LLaDA2: MoE, SDAR: block_size), through load and
-// convert alike.
+// The block-diffusion families' config fields and expert tensors (LLaDA2: MoE, SDAR: block_size, SDAR-MoE:
+// the Qwen3-MoE router and its layer rule), through load and convert alike.
 TEST_F(LoaderErrors, BlockFamilyConfigFields) {
-  for (const char* model : {"llada2_tiny_f32", "sdar_tiny_f32"}) {
+  using Cases = std::vector<std::pair<const char*, json>>;
+  const std::vector<std::tuple<const char*, Cases, std::string>> models = {
+      {"llada2_tiny_f32",
+       Cases{{"n_group", 3},
+             {"n_group", 8},
+             {"topk_group", 0},
+             {"topk_group", 3},
+             {"num_experts_per_tok", 9},
+             {"num_experts_per_tok", 5},
+             {"num_shared_experts", -1},
+             {"first_k_dense_replace", -1},
+             {"routed_scaling_factor", 0},
+             {"partial_rotary_factor", 0},
+             {"score_function", "softmax"}},
+       "model.layers.2.mlp.experts.5.up_proj.weight"},
+      {"sdar_tiny_f32", Cases{{"block_size", 0}, {"mask_token_id", nullptr}}, ""},
+      {"sdar_moe_tiny_f32",
+       Cases{{"num_experts", nullptr},
+             {"num_experts", 0},
+             {"num_experts_per_tok", 9},
+             {"moe_intermediate_size", 0},
+             {"decoder_sparse_step", 2},
+             {"mlp_only_layers", json::array({1})},
+             {"mlp_only_layers", json::array({0, 2})},
+             {"mlp_only_layers", "0"},
+             {"shared_expert_intermediate_size", 64},
+             {"block_size", 0}},
+       "model.layers.1.mlp.experts.3.down_proj.weight"},
+  };
+  int ran = 0;
+  for (const auto& [model, cases, expert_tensor] : models) {
     const std::string sub = dir_ + "/" + model, config = sub + "/config.json";
     fs::create_directories(sub);
     for (const auto& f : fs::directory_iterator(test::data_path(std::string("oracle/models/") + model)))
       fs::copy_file(f.path(), sub + "/" + f.path().filename().string(), fs::copy_options::overwrite_existing);
     const json original = test::read_json(config);
-    const bool llada2 = std::string(model) == "llada2_tiny_f32";
-    const std::vector<std::pair<const char*, json>> cases =
-        llada2 ? std::vector<std::pair<const char*, json>>{{"n_group", 3},
-                                                           {"n_group", 8},
-                                                           {"topk_group", 0},
-                                                           {"topk_group", 3},
-                                                           {"num_experts_per_tok", 9},
-                                                           {"num_experts_per_tok", 5},
-                                                           {"num_shared_experts", -1},
-                                                           {"first_k_dense_replace", -1},
-                                                           {"routed_scaling_factor", 0},
-                                                           {"partial_rotary_factor", 0},
-                                                           {"score_function", "softmax"}}
-               : std::vector<std::pair<const char*, json>>{{"block_size", 0}, {"mask_token_id", nullptr}};
     for (const auto& [field, value] : cases) {
       json c = original;
       c[field] = value;
       write_bytes(config, c.dump(2));
       expect_error({config, field}, sub);
+      ++ran;
     }
     write_bytes(config, original.dump(2));
-    if (llada2) {
-      // One expert's tensor missing.
+    if (!expert_tensor.empty()) {  // one expert's tensor missing
       auto ts = read_tensors(sub + "/model.safetensors");
-      const std::string gone = "model.layers.2.mlp.experts.5.up_proj.weight";
-      erase_tensor(ts, gone);
+      erase_tensor(ts, expert_tensor);
       write_safetensors(sub + "/model.safetensors", ts);
-      expect_error({"missing tensor", gone}, sub);
+      expect_error({"missing tensor", expert_tensor}, sub);
     }
   }
+  EXPECT_EQ(ran, 23);
 }
 
-// ---- the directory ---------------------------------------------------------------------------------------------
+// ---- the directory
+// ---------------------------------------------------------------------------------------------
 
 TEST_F(LoaderErrors, DirectoryMissing) {
   const std::string missing = dir_ + "/no_such_model";

@@ -1,7 +1,7 @@
-// LLaDA2 (MoE, fused QKV, QK-norm, partial RoPE) and SDAR (Qwen3 layout, QK-norm) forwards against the official
-// PyTorch logits and hidden states (tests/data/oracle README §13-14), bidirectional and block-causal, and the exact
-// block cache (CacheOp::kExtend): a block run against the cached earlier blocks equals the same rows of one full
-// block-causal forward.
+// LLaDA2 (MoE, fused QKV, QK-norm, partial RoPE) and SDAR (Qwen3 layout, QK-norm) forwards against the
+// official PyTorch logits and hidden states (tests/data/oracle README §13-14), bidirectional and
+// block-causal, and the exact block cache (CacheOp::kExtend): a block run against the cached earlier blocks
+// equals the same rows of one full block-causal forward.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -147,7 +147,8 @@ TEST_P(BlockForward, BlockCacheEqualsFullForward) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, BlockForward, ::testing::Values("llada2_tiny_f32", "sdar_tiny_f32"));
+INSTANTIATE_TEST_SUITE_P(Families, BlockForward,
+                         ::testing::Values("llada2_tiny_f32", "sdar_tiny_f32", "sdar_moe_tiny_f32"));
 
 // SDAR's own cache check (README §13): prefill 0..15 storing K/V, then the block 16..19 with store_kv=False.
 TEST(BlockForwardSdar, KvCacheCheckMatchesGolden) {

@@ -5,18 +5,20 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-
 #include <set>
 
+#include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "model/random_model.h"
+#include "model/transformer.h"
 #include "test_util.h"
 
 namespace dllm {
 namespace {
 
 const char* const kModels[] = {"oracle/models/llada_tiny_f32", "oracle/models/dream_tiny_gqa_f32",
-                               "oracle/models/llada2_tiny_f32", "oracle/models/sdar_tiny_f32"};
+                               "oracle/models/llada2_tiny_f32", "oracle/models/sdar_tiny_f32",
+                               "oracle/models/sdar_moe_tiny_f32"};
 
 TEST(Family, EveryTableIsWhole) {
   ASSERT_GE(families().size(), 2u);
@@ -29,7 +31,8 @@ TEST(Family, EveryTableIsWhole) {
       EXPECT_NO_THROW(find_spec(*f, role)) << "role " << static_cast<int>(role);
     // q, k and v either separate or fused, not both.
     auto has = [&](TensorRole role) {
-      return std::any_of(f->tensors.begin(), f->tensors.end(), [&](const TensorSpec& s) { return s.role == role; });
+      return std::any_of(f->tensors.begin(), f->tensors.end(),
+                         [&](const TensorSpec& s) { return s.role == role; });
     };
     EXPECT_NE(has(TensorRole::kQKV), has(TensorRole::kQ) && has(TensorRole::kK) && has(TensorRole::kV));
     // A mixture-of-experts table is whole too.
@@ -63,7 +66,7 @@ TEST(Family, ParameterCountIsEveryStoredElement) {
     EXPECT_EQ(m.value()->info().n_params, stored);
     ++checked;
   }
-  EXPECT_EQ(checked, 4);
+  EXPECT_EQ(checked, 5);
 }
 
 TEST(Family, AutoPrecisionKeepsTheCheckpoints) {
@@ -116,7 +119,28 @@ TEST(Family, RandomModelsFollowTheTable) {
     in.tokens = ids;
     EXPECT_TRUE(m->forward(in).ok());
   }
-  for (const auto& s : known_shapes()) EXPECT_NE(find_family(s.family), nullptr) << s.name;
+  // Every shape's config.json parses with its family's parser (the real sizes: 20 or 48 layers, 128-256
+  // experts).
+  int parsed = 0;
+  for (const auto& s : known_shapes()) {
+    const Family* f = find_family(s.family);
+    ASSERT_NE(f, nullptr) << s.name;
+    const Checkpoint described("shape " + s.name, nlohmann::json::parse(s.config), nlohmann::json::object());
+    const TransformerConfig c = f->parse_hf_config(described);
+    EXPECT_GT(c.info.n_layers, 0) << s.name;
+    if (s.name == "sdar-30b-a3b") {
+      EXPECT_EQ(c.moe.experts, 128);
+      EXPECT_EQ(c.moe.used, 8);
+      EXPECT_EQ(c.moe.gating, TransformerConfig::Moe::Gating::kSoftmax);
+      EXPECT_TRUE(c.moe.normalize);
+      EXPECT_EQ(c.moe.first_dense_layers, 0);
+    }
+    if (s.name == "llada2-mini") {
+      EXPECT_EQ(c.moe.experts, 256);
+    }
+    ++parsed;
+  }
+  EXPECT_GE(parsed, 9);
 }
 
 }  // namespace

@@ -1,8 +1,13 @@
 // SDAR (JetAstra/SDAR-*-Chat, TraDo): block-diffusion models on the Qwen3 layout. Dense SwiGLU, GQA, per-head
 // q/k RMSNorm before RoPE, no biases; generated block by block with block-causal attention (config.json
 // block_size is the trained block length). Tensor names are Qwen3's, so llama.cpp's qwen3 GGUF names apply.
-// Settings the Transformer does not implement are rejected by name. The family description: see
+// SDAR-MoE (SDARMoeForCausalLM, SDAR-30B-A3B) is the same model on the Qwen3-MoE layout: a softmax router
+// over all experts, top-k, the k weights renormalised when norm_topk_prob, no shared expert; the layers of
+// mlp_only_layers dense. Its GGUF uses llama.cpp's qwen3moe names and keys under the same "sdar"
+// architecture. Settings the Transformer does not implement are rejected by name. The family description: see
 // model/family.h.
+#include <algorithm>
+
 #include "core/error.h"
 #include "model/config_reader.h"
 #include "model/family.h"
@@ -10,6 +15,59 @@
 namespace dllm {
 
 namespace {
+
+// SDAR-MoE by its model_type or architecture (then num_experts must be there), or by naming experts.
+bool ckpt_is_moe(const nlohmann::json& cfg) {
+  if (cfg.value("model_type", "") == "sdar_moe") return true;
+  if (cfg.contains("architectures") && cfg["architectures"].is_array())
+    for (const auto& a : cfg["architectures"])
+      if (a == "SDARMoeForCausalLM") return true;
+  return cfg.contains("num_experts") && !cfg["num_experts"].is_null() &&
+         !(cfg["num_experts"].is_number_integer() && cfg["num_experts"].get<int64_t>() == 0);
+}
+
+// Qwen3MoeSparseMoeBlock's routing (softmax in f32, top-k, optional renormalisation) and its layer rule:
+// layer i is dense when listed in mlp_only_layers, else MoE when (i + 1) % decoder_sparse_step == 0. The
+// Transformer runs a leading run of dense layers, so mlp_only_layers must be {0, ..., k-1} and the step 1.
+void read_moe(const ConfigReader& r, const nlohmann::json& cfg, TransformerConfig& c) {
+  TransformerConfig::Moe& moe = c.moe;
+  moe.experts = r.positive_int("num_experts");
+  moe.used = r.positive_int("num_experts_per_tok");
+  moe.expert_ffn = r.positive_int("moe_intermediate_size");
+  if (moe.used > moe.experts)
+    r.fail_field("num_experts_per_tok",
+                 "= " + std::to_string(moe.used) + " exceeds num_experts = " + std::to_string(moe.experts));
+  moe.gating = TransformerConfig::Moe::Gating::kSoftmax;
+  moe.normalize = r.optional_bool("norm_topk_prob").value_or(false);  // Qwen3MoeConfig's default
+  moe.shared = 0;
+  moe.groups = moe.groups_used = 1;
+  moe.expert_bias = false;
+  moe.routed_scale = 1.0f;
+  if (auto step = r.optional_int("decoder_sparse_step"); step && *step != 1)
+    r.fail_field("decoder_sparse_step",
+                 "= " + std::to_string(*step) +
+                     " is not supported (every layer after the leading dense ones is MoE: 1)");
+  std::vector<int64_t> dense;
+  if (cfg.contains("mlp_only_layers") && !cfg["mlp_only_layers"].is_null()) {
+    if (!cfg["mlp_only_layers"].is_array())
+      r.fail_field("mlp_only_layers", "must be a list of layer indices");
+    for (const auto& v : cfg["mlp_only_layers"]) {
+      if (!v.is_number_integer()) r.fail_field("mlp_only_layers", "must be a list of layer indices");
+      dense.push_back(v.get<int64_t>());
+    }
+  }
+  std::sort(dense.begin(), dense.end());
+  for (size_t i = 0; i < dense.size(); ++i)
+    if (dense[i] != static_cast<int64_t>(i))
+      r.fail_field("mlp_only_layers", "is supported only as the leading layers [0, 1, ..., k-1]");
+  moe.first_dense_layers = static_cast<int64_t>(dense.size());
+  if (moe.first_dense_layers > c.info.n_layers)
+    r.fail_field("mlp_only_layers", "names layers past num_hidden_layers");
+  if (auto shared = r.optional_int("shared_expert_intermediate_size"); shared && *shared > 0)
+    r.fail_field("shared_expert_intermediate_size", "> 0 is not supported (SDAR-MoE has no shared expert)");
+  c.info.n_experts = moe.experts;
+  c.info.n_experts_used = moe.used;
+}
 
 TransformerConfig parse_config(const Checkpoint& ckpt) {
   const auto& cfg = ckpt.config();
@@ -48,6 +106,7 @@ TransformerConfig parse_config(const Checkpoint& ckpt) {
   check_special_ids_in_vocab(r, m);
   if (m.mask_id < 0) r.fail_field("mask_token_id", "must be >= 0");
   c.tied_head = r.optional_bool("tie_word_embeddings").value_or(false);
+  if (ckpt_is_moe(cfg)) read_moe(r, cfg, c);
   return c;
 }
 
@@ -56,8 +115,8 @@ TransformerConfig parse_config(const Checkpoint& ckpt) {
 const Family& sdar_family() {
   static const Family kFamily = {
       .name = "sdar",
-      .hf_architectures = {"SDARForCausalLM"},
-      .model_types = {"sdar"},
+      .hf_architectures = {"SDARForCausalLM", "SDARMoeForCausalLM"},
+      .model_types = {"sdar", "sdar_moe"},
       .parse_hf_config = &parse_config,
       .tensors =
           {
@@ -76,6 +135,13 @@ const Family& sdar_family() {
               {TensorRole::kGate, "model.layers.{}.mlp.gate_proj.weight", "blk.{}.ffn_gate.weight"},
               {TensorRole::kUp, "model.layers.{}.mlp.up_proj.weight", "blk.{}.ffn_up.weight"},
               {TensorRole::kDown, "model.layers.{}.mlp.down_proj.weight", "blk.{}.ffn_down.weight"},
+              {TensorRole::kRouter, "model.layers.{}.mlp.gate.weight", "blk.{}.ffn_gate_inp.weight"},
+              {TensorRole::kExpertGate, "model.layers.{}.mlp.experts.{e}.gate_proj.weight",
+               "blk.{}.ffn_gate_exps.weight"},
+              {TensorRole::kExpertUp, "model.layers.{}.mlp.experts.{e}.up_proj.weight",
+               "blk.{}.ffn_up_exps.weight"},
+              {TensorRole::kExpertDown, "model.layers.{}.mlp.experts.{e}.down_proj.weight",
+               "blk.{}.ffn_down_exps.weight"},
           },
       .shift_logits = false,
       .tied_head_may_be_stored = true,
