@@ -3,12 +3,13 @@
 //
 //   ./build/dllm_matmul_bench --benchmark_filter='f32/4096x4096' --benchmark_min_time=1
 //   DLLM_MATMUL=onednn ./build/dllm_matmul_bench ...   # the other f32 backend, for A/B
-//   ./build/dllm_matmul_bench --benchmark_filter='moe/'   # f32 vs LinearQ8 vs GGUF Q8_0 / Q4_K in place
+//   ./build/dllm_matmul_bench --benchmark_filter='moe/'   # f32 vs LinearQ8 vs GGUF Q8_0 / Q4_K / Q6_K in
+//   place
 //
-// The moe/ cases take {M, N, K, cold}: one LLaDA2-mini expert (512x2048 gate/up, 2048x512 down) and 4096x4096 at
-// M = 1, 2, 8, 32. cold = 1 rotates over copies of the weights totalling >= 512 MiB, so each call reads its weights
-// from memory (as a mixture-of-experts layer does: 256 experts a layer), not from a cache (L3 is 260 MiB here);
-// cold = 0 repeats one copy (cache-resident where it fits).
+// The moe/ cases take {M, N, K, cold}: one LLaDA2-mini expert (512x2048 gate/up, 2048x512 down) and 4096x4096
+// at M = 1, 2, 8, 32. cold = 1 rotates over copies of the weights totalling >= 512 MiB, so each call reads
+// its weights from memory (as a mixture-of-experts layer does: 256 experts a layer), not from a cache (L3 is
+// 260 MiB here); cold = 0 repeats one copy (cache-resident where it fits).
 //
 // The forward pass as a whole is measured by `dllm bench`; this isolates the kernels so a regression shows
 // where.
@@ -83,7 +84,8 @@ void shapes(benchmark::internal::Benchmark* b) {
   b->UseRealTime()->Unit(benchmark::kMillisecond);
 }
 
-// ---- moe/: {M, N, K, cold} ----------------------------------------------------------------------------------------
+// ---- moe/: {M, N, K, cold}
+// ----------------------------------------------------------------------------------------
 
 constexpr size_t kColdBytes = size_t{512} << 20;
 
@@ -183,8 +185,15 @@ BENCHMARK(BM_MemoryRead)->Name("moe/memory_read")->Iterations(1)->Unit(benchmark
 using Kernel = dllm::quant::LinearGgml::Kernel;
 BENCHMARK(BM_MoeF32)->Name("moe/f32")->Apply(moe_shapes);
 BENCHMARK(BM_MoeQ8)->Name("moe/LinearQ8")->Apply(moe_shapes);
-BENCHMARK_CAPTURE(BM_MoeGgml, q8_0, dllm::GgmlType::kQ8_0, Kernel::kAuto)->Name("moe/ggml_q8_0")->Apply(moe_shapes);
-BENCHMARK_CAPTURE(BM_MoeGgml, q4_k, dllm::GgmlType::kQ4_K, Kernel::kAuto)->Name("moe/ggml_q4_k")->Apply(moe_shapes);
+BENCHMARK_CAPTURE(BM_MoeGgml, q8_0, dllm::GgmlType::kQ8_0, Kernel::kAuto)
+    ->Name("moe/ggml_q8_0")
+    ->Apply(moe_shapes);
+BENCHMARK_CAPTURE(BM_MoeGgml, q4_k, dllm::GgmlType::kQ4_K, Kernel::kAuto)
+    ->Name("moe/ggml_q4_k")
+    ->Apply(moe_shapes);
+BENCHMARK_CAPTURE(BM_MoeGgml, q6_k, dllm::GgmlType::kQ6_K, Kernel::kAuto)
+    ->Name("moe/ggml_q6_k")
+    ->Apply(moe_shapes);
 BENCHMARK_CAPTURE(BM_MoeGgml, q8_0_avx2, dllm::GgmlType::kQ8_0, Kernel::kAvx2)
     ->Name("moe/ggml_q8_0_avx2")
     ->Apply(moe_shapes);

@@ -76,8 +76,9 @@ WeightFormat parse_weights(const std::string& name) {
 void add_weights_option(CLI::App* cmd) {
   cmd->add_option(
          "--weights", weights_flag(),
-         "GGUF weight matrices at run time: auto (quantized files in 8 bits, others as --dtype) | f32 "
-         "(dequantised at load to --dtype) | q8 (all in 8 bits, Q8_0)")
+         "GGUF weight matrices at run time: auto (Q4_K / Q6_K matrices and Q8_0 experts multiplied in place "
+         "from the file, other quantized matrices in 8 bits, plain files as --dtype) | f32 (dequantised at "
+         "load to --dtype) | q8 (all in 8 bits, Q8_0)")
       ->capture_default_str();
 }
 
@@ -98,16 +99,17 @@ std::shared_ptr<Model> load_model_or_throw(const std::string& path, Precision pr
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!quiet) {
     const auto& i = model->info();
-    std::fprintf(stderr,
-                 "dllm: %s (%s, %.1fM params, %lld layers, d=%lld, vocab %lld), %d threads, loaded in %.2f s\n"
-                 "dllm: precision %s%s (%s)\n",
-                 path.c_str(), i.architecture.c_str(), i.n_params / 1e6, static_cast<long long>(i.n_layers),
-                 static_cast<long long>(i.d_model), static_cast<long long>(i.vocab_size), omp_get_max_threads(),
-                 secs, dtype_label(i.precision).c_str(),
-                 i.precision == Precision::kBF16 && !bf16_matmul_supported()
-                     ? ": 16-bit weights, f32 products (this CPU has no AVX512_BF16)"
-                     : "",
-                 i.precision_reason.c_str());
+    std::fprintf(
+        stderr,
+        "dllm: %s (%s, %.1fM params, %lld layers, d=%lld, vocab %lld), %d threads, loaded in %.2f s\n"
+        "dllm: precision %s%s (%s)\n",
+        path.c_str(), i.architecture.c_str(), i.n_params / 1e6, static_cast<long long>(i.n_layers),
+        static_cast<long long>(i.d_model), static_cast<long long>(i.vocab_size), omp_get_max_threads(), secs,
+        dtype_label(i.precision).c_str(),
+        i.precision == Precision::kBF16 && !bf16_matmul_supported()
+            ? ": 16-bit weights, f32 products (this CPU has no AVX512_BF16)"
+            : "",
+        i.precision_reason.c_str());
     if (const auto* t = dynamic_cast<const Transformer*>(model.get()))
       std::fprintf(stderr, "dllm: weights %.1f MB, %lld of %lld matrices in 8 bits (--weights %s)\n",
                    t->weight_bytes() / 1e6, static_cast<long long>(t->q8_matrices()),

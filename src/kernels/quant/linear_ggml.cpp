@@ -125,10 +125,10 @@ LinearGgml::Kernel detect_best() {
 }
 
 void check_shape(GgmlType type, int64_t rows, int64_t cols) {
-  if (type != GgmlType::kQ8_0 && type != GgmlType::kQ4_K)
+  if (type != GgmlType::kQ8_0 && type != GgmlType::kQ4_K && type != GgmlType::kQ6_K)
     fail("LinearGgml: ggml type ", ggml_type_name(static_cast<uint32_t>(type)), " (",
-         static_cast<uint32_t>(type), ") is not run in place (Q8_0 and Q4_K are)");
-  const int64_t block = type == GgmlType::kQ4_K ? kQK_K : kQK8_0;
+         static_cast<uint32_t>(type), ") is not run in place (Q8_0, Q4_K and Q6_K are)");
+  const int64_t block = type == GgmlType::kQ8_0 ? kQK8_0 : kQK_K;
   if (rows < 0 || cols <= 0 || cols % block != 0)
     fail("LinearGgml: a ", rows, " x ", cols, " ", ggml_type_name(static_cast<uint32_t>(type)),
          " matrix needs rows of a multiple of ", block, " elements");
@@ -246,15 +246,17 @@ void LinearGgml::forward_many(Kernel kernel, const LinearGgml* const* ws, float*
   if (kernel == Kernel::kAuto) kernel = best_kernel();
   ScopedKernelTimer timer(KernelKind::kMatmul);
   const int64_t cols = first.cols_;
-  const bool q4 = first.type_ == GgmlType::kQ4_K;
-  const int64_t block = q4 ? kQK_K : kQK8_0, nblk = cols / block;
+  const bool q4 = first.type_ == GgmlType::kQ4_K, q6 = first.type_ == GgmlType::kQ6_K;
+  const bool q8_k = q4 || q6;  // the k-quants take Q8_K activations (256 per block)
+  const int64_t block = q8_k ? kQK_K : kQK8_0, nblk = cols / block;
   Scratch& s = tls_scratch;
   int8_t* xq = scratch(s.q, rows * cols);
   float* xd = scratch(s.d, rows * nblk);
-  int16_t* xs = q4 ? scratch(s.s, rows * nblk * 8) : nullptr;
+  int16_t* xs = q8_k ? scratch(s.s, rows * nblk * 8) : nullptr;
   const bool vnni = kernel == Kernel::kAvx512Vnni;
-  const RowsFn run =
-      q4 ? (vnni ? vnni::q4_k_rows : avx2::q4_k_rows) : (vnni ? vnni::q8_0_rows : avx2::q8_0_rows);
+  const RowsFn run = q4   ? (vnni ? vnni::q4_k_rows : avx2::q4_k_rows)
+                     : q6 ? (vnni ? vnni::q6_k_rows : avx2::q6_k_rows)
+                          : (vnni ? vnni::q8_0_rows : avx2::q8_0_rows);
   // Work items of 16 weight rows (of each matrix in turn), handed out dynamically: on a machine shared with
   // other work a descheduled thread does not hold up the rest. Each output is computed by one thread in a
   // fixed order: the same bits for any thread count.
@@ -267,7 +269,7 @@ void LinearGgml::forward_many(Kernel kernel, const LinearGgml* const* ws, float*
   const int64_t items = first_item[count];
   if (items == 0) return;
   const auto quantize_row = [&](int64_t r) {
-    if (q4)
+    if (q8_k)
       quantize_row_q8_k_avx2(x + r * cols, cols, xq + r * cols, xd + r * nblk, xs + r * nblk * 8);
     else
       quantize_row_q8_avx2(x + r * cols, cols, xq + r * cols, xd + r * nblk);
@@ -297,12 +299,12 @@ void LinearGgml::forward_many(Kernel kernel, const LinearGgml* const* ws, float*
 }
 
 void LinearGgml::forward_reference(const float* x, int64_t rows, float* y, bool accumulate) const {
-  const bool q4 = type_ == GgmlType::kQ4_K;
-  const int64_t block = q4 ? kQK_K : kQK8_0, nblk = cols_ / block;
+  const bool q4 = type_ == GgmlType::kQ4_K, q6 = type_ == GgmlType::kQ6_K;
+  const int64_t block = q4 || q6 ? kQK_K : kQK8_0, nblk = cols_ / block;
   std::vector<int8_t> xq(static_cast<size_t>(rows * cols_));
   std::vector<float> xd(static_cast<size_t>(rows * nblk));
   std::vector<int16_t> xs(static_cast<size_t>(rows * nblk * 8));
-  if (q4)
+  if (q4 || q6)
     quantize_activations_q8_k(x, rows, cols_, xq.data(), xd.data(), xs.data());
   else
     quantize_activations_q8(x, rows, cols_, xq.data(), xd.data());
@@ -313,6 +315,22 @@ void LinearGgml::forward_reference(const float* x, int64_t rows, float* y, bool 
       float lane[8] = {};
       for (int64_t b = 0; b < nblk; ++b) {
         const float dx = xd[m * nblk + b];
+        if (q6) {  // ql[128], qh[64], int8 scales[16], f16 d; element e of chunk ch = 32ch + e
+          BlockQ6_K blk;
+          std::memcpy(&blk, w + b * sizeof(BlockQ6_K), sizeof(blk));
+          int32_t sumi[8] = {};
+          for (int ch = 0; ch < 8; ++ch)
+            for (int l = 0; l < 8; ++l)
+              for (int e = 4 * l; e < 4 * l + 4; ++e) {
+                const int h = ch / 4, q = ch % 4;
+                const uint8_t low = blk.ql[64 * h + 32 * (q % 2) + e];
+                const int q6v = (q < 2 ? low & 0xF : low >> 4) | (((blk.qh[32 * h + e] >> (2 * q)) & 3) << 4);
+                sumi[l] += int32_t{blk.scales[(32 * ch + e) / 16]} * (q6v - 32) * xr[b * kQK_K + 32 * ch + e];
+              }
+          const float dd = f16_to_f32(blk.d) * dx;
+          for (int l = 0; l < 8; ++l) lane[l] = std::fma(static_cast<float>(sumi[l]), dd, lane[l]);
+          continue;
+        }
         if (!q4) {  // block: f16 d, 32 int8
           BlockQ8_0 blk;
           std::memcpy(&blk, w + b * sizeof(BlockQ8_0), sizeof(blk));
