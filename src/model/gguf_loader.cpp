@@ -109,13 +109,14 @@ class TensorTaker {
   MatMul rows(const GgufTensor& t, int64_t first, int64_t count, int64_t in, ComputeType ct,
               bool allow_q8 = true, bool expert = false) const {
     const uint8_t* data = t.data + static_cast<size_t>(first) * ggml_row_bytes(t.type, in);
-    // Multiplied in place from the mapped blocks (quant::LinearGgml), not copied or requantised: Q4_K and
-    // Q6_K always (4.5 and 6.6 bits a weight: an expert of LLaDA2-mini reads half the bytes of its 8-bit
+    // Multiplied in place from the mapped blocks (quant::LinearGgml), not copied or requantised: Q4_0, Q4_K
+    // and Q6_K always (4.5 and 6.6 bits a weight: an expert of LLaDA2-mini reads half the bytes of its 8-bit
     // copy; a Q4_K_M file holds its ffn_down / attn_v / output in Q6_K), Q8_0 for the experts (a
     // 16B-parameter model must not be copied into memory beside its mapping).
     const bool k_quant = t.type == GgmlType::kQ4_K || t.type == GgmlType::kQ6_K;
     if (allow_q8 && weights_ == WeightFormat::kAuto &&
-        ((k_quant && in % 256 == 0) || (expert && t.type == GgmlType::kQ8_0 && in % 32 == 0)))
+        ((k_quant && in % 256 == 0) || (t.type == GgmlType::kQ4_0 && in % 32 == 0) ||
+         (expert && t.type == GgmlType::kQ8_0 && in % 32 == 0)))
       return quant::LinearGgml::view(t.type, data, count, in, file_);
     const bool q8 = allow_q8 && want_q8(t, in);
     if (q8 && t.type == GgmlType::kQ8_0) return quant::LinearQ8::from_q8_0(data, count, in);

@@ -1,14 +1,16 @@
-// dllm convert: the tiny HF models written as GGUF and loaded back. F32 must reproduce gguf-py's file byte for
-// byte (same keys, names, order, LLaDA q/k permutation) and give identical logits; quantized types stay close.
+// dllm convert: the tiny HF models written as GGUF and loaded back. F32 must reproduce gguf-py's file byte
+// for byte (same keys, names, order, LLaDA q/k permutation) and give identical logits; quantized types stay
+// close.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <filesystem>
 #include <map>
 
+#include "convert/gguf_convert.h"
 #include "dllm/dllm.h"
 #include "gguf_test_util.h"
-#include "convert/gguf_convert.h"
+#include "model/transformer.h"
 #include "test_util.h"
 
 namespace dllm {
@@ -34,12 +36,13 @@ TEST(Convert, F32IsByteIdenticalToGgufPy) {
   for (const char* name : {"llada_tiny_f32", "dream_tiny_gqa_f32"}) {
     const std::string out = test::temp_path(std::string(name) + ".gguf");
     size_t calls = 0;
-    const auto r = convert_hf_to_gguf(test::data_path(std::string("oracle/models/") + name), out, GgmlType::kF32,
-                                      [&](const ConvertProgress&) { ++calls; });
+    const auto r = convert_hf_to_gguf(test::data_path(std::string("oracle/models/") + name), out,
+                                      GgmlType::kF32, [&](const ConvertProgress&) { ++calls; });
     EXPECT_EQ(r.fallback_tensors, 0u);
     EXPECT_EQ(calls, r.tensors + 1);
     // gguf-py names the file after its source and so do we; the rest of the bytes must agree exactly.
-    EXPECT_TRUE(test::read_file(out) == test::read_file(test::data_path(std::string("gguf/") + name + ".gguf")))
+    EXPECT_TRUE(test::read_file(out) ==
+                test::read_file(test::data_path(std::string("gguf/") + name + ".gguf")))
         << name;
     std::remove(out.c_str());
   }
@@ -54,9 +57,12 @@ TEST(Convert, RoundTripLogits) {
   // reaches max|d| 5.4 against the goldens, see tests/data/gguf/README.md): f32 exact, the rest ordered by
   // precision. Rows of 128 are not whole K-quant blocks: q4_k is Q4_0 here (only roughly right), q6_k is F16.
   std::map<std::string, float> errors;
-  for (auto [type, max_diff, min_agree] :
-       {std::tuple{"f32", 0.0f, 11}, {"bf16", 0.5f, 10}, {"f16", 0.1f, 11}, {"q8_0", 2.0f, 10}, {"q6_k", 0.1f, 11},
-        {"q4_k", 20.0f, 4}}) {
+  for (auto [type, max_diff, min_agree] : {std::tuple{"f32", 0.0f, 11},
+                                           {"bf16", 0.5f, 10},
+                                           {"f16", 0.1f, 11},
+                                           {"q8_0", 2.0f, 10},
+                                           {"q6_k", 0.1f, 11},
+                                           {"q4_k", 20.0f, 4}}) {
     const std::string out = test::temp_path(std::string("rt_") + type + ".gguf");
     convert_hf_to_gguf(test::data_path("oracle/models/llada_tiny_f32"), out, parse_gguf_type(type));
     auto m = load(out);
@@ -93,7 +99,36 @@ TEST(Convert, FallbackTypesForRowsThatAreNotWholeBlocks) {
   std::remove(out.c_str());
 }
 
-// The trained demo model with its byte-level BPE tokenizer.json: identical logits, and the vocabulary in the GGUF.
+// The Q4_0 matrices of that file (the rows that fell back from Q4_K) are multiplied in place from the
+// mapping, not requantised to 8 bits, and stay close to the file dequantised to f32 at load.
+TEST(Convert, Q4_0MatricesRunInPlace) {
+  const std::string out = test::temp_path("q4_0_in_place.gguf");
+  convert_hf_to_gguf(test::data_path("oracle/models/llada_tiny_f32"), out, GgmlType::kQ4_K);
+  LoadOptions o;
+  o.precision = Precision::kF32;
+  auto in_place = Model::load(out, o);
+  o.weights = WeightFormat::kDequantize;
+  auto dequantised = Model::load(out, o);
+  ASSERT_TRUE(in_place.ok() && dequantised.ok());
+  const auto* t = dynamic_cast<const Transformer*>(in_place.value().get());
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->ggml_type_name(), "Q4_0");
+  // v, o, gate, up, down of 3 layers and the head; LLaDA's q and k rows are stored in llama.cpp's pair order
+  // and are reordered at load, so they take the 8-bit path.
+  EXPECT_EQ(t->ggml_matrices(), 3 * 5 + 1);
+  const auto a = logits(*in_place.value(), kIds), b = logits(*dequantised.value(), kIds);
+  ASSERT_EQ(a.size(), b.size());
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num += (a[i] - b[i]) * (a[i] - b[i]);
+    den += b[i] * b[i];
+  }
+  EXPECT_LT(std::sqrt(num / den), 0.05);  // 8-bit activations against f32 ones
+  std::remove(out.c_str());
+}
+
+// The trained demo model with its byte-level BPE tokenizer.json: identical logits, and the vocabulary in the
+// GGUF.
 TEST(Convert, DemoModelWithTokenizer) {
   const std::string dir = std::string(DLLM_SOURCE_DIR) + "/models/demo";
   if (!std::filesystem::exists(dir + "/model.safetensors")) GTEST_SKIP() << dir << " is not present";
@@ -130,7 +165,8 @@ TEST(Convert, Errors) {
                                   GgmlType::kF32),
                Error);
   try {
-    convert_hf_to_gguf(test::data_path("oracle/models/llada_tiny_f32"), "/nonexistent_dir/x.gguf", GgmlType::kF32);
+    convert_hf_to_gguf(test::data_path("oracle/models/llada_tiny_f32"), "/nonexistent_dir/x.gguf",
+                       GgmlType::kF32);
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("/nonexistent_dir/x.gguf"), std::string::npos);

@@ -103,7 +103,8 @@ INSTANTIATE_TEST_SUITE_P(
     Kernels, LinearGgmlKernel,
     ::testing::Values(Case{GgmlType::kQ8_0, Kernel::kAvx2}, Case{GgmlType::kQ4_K, Kernel::kAvx2},
                       Case{GgmlType::kQ6_K, Kernel::kAvx2}, Case{GgmlType::kQ8_0, Kernel::kAvx512Vnni},
-                      Case{GgmlType::kQ4_K, Kernel::kAvx512Vnni}, Case{GgmlType::kQ6_K, Kernel::kAvx512Vnni}),
+                      Case{GgmlType::kQ4_K, Kernel::kAvx512Vnni}, Case{GgmlType::kQ6_K, Kernel::kAvx512Vnni},
+                      Case{GgmlType::kQ4_0, Kernel::kAvx2}, Case{GgmlType::kQ4_0, Kernel::kAvx512Vnni}),
     name);
 
 // The Q8_K activation quantiser (ggml's quantize_row_q8_K): the signed extreme maps to -127, the sums of 32
@@ -129,7 +130,7 @@ TEST(LinearGgml, Q8KActivations) {
 // A view reads the caller's blocks where they are: same pointer, no copy, weight_bytes() = the tensor's
 // bytes.
 TEST(LinearGgml, ViewDoesNotCopy) {
-  for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+  for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
     const int64_t N = 7, K = 512;
     const auto w = randn(N * K, 9, 0.05f);
     std::vector<uint8_t> file(ggml_row_bytes(type, K) * N);
@@ -138,9 +139,12 @@ TEST(LinearGgml, ViewDoesNotCopy) {
     EXPECT_EQ(v.data(), file.data());
     EXPECT_FALSE(v.owns_data());
     EXPECT_EQ(v.weight_bytes(), file.size());
-    const size_t block_bytes = type == GgmlType::kQ8_0 ? 34 : type == GgmlType::kQ4_K ? 144 : 210;
-    EXPECT_EQ(v.weight_bytes(),
-              static_cast<size_t>(N * K / (type == GgmlType::kQ8_0 ? 32 : 256)) * block_bytes);
+    const bool small = type == GgmlType::kQ8_0 || type == GgmlType::kQ4_0;  // 32-element blocks
+    const size_t block_bytes = type == GgmlType::kQ8_0   ? 34
+                               : type == GgmlType::kQ4_0 ? 18
+                               : type == GgmlType::kQ4_K ? 144
+                                                         : 210;
+    EXPECT_EQ(v.weight_bytes(), static_cast<size_t>(N * K / (small ? 32 : 256)) * block_bytes);
     // The owning constructor holds the same bytes quant::quantize writes.
     const auto owned = LinearGgml::quantize_f32(type, w.data(), N, K);
     EXPECT_TRUE(owned.owns_data());
@@ -162,7 +166,8 @@ TEST(LinearGgml, RejectsWhatItCannotRun) {
   EXPECT_ANY_THROW(LinearGgml::view(GgmlType::kQ4_K, bytes.data(), 2, 128));  // not whole super-blocks
   EXPECT_ANY_THROW(LinearGgml::view(GgmlType::kQ8_0, bytes.data(), 2, 48));
   EXPECT_ANY_THROW(LinearGgml::view(GgmlType::kQ6_K, bytes.data(), 2, 128));
-  EXPECT_ANY_THROW(LinearGgml::view(GgmlType::kQ4_0, bytes.data(), 2, 256));
+  EXPECT_ANY_THROW(LinearGgml::view(GgmlType::kQ4_0, bytes.data(), 2, 48));
+  EXPECT_ANY_THROW(LinearGgml::view(GgmlType::kBF16, bytes.data(), 2, 256));
   EXPECT_ANY_THROW(LinearGgml::view(GgmlType::kF32, bytes.data(), 2, 256));
   EXPECT_TRUE(LinearGgml::supported(Kernel::kAvx2));
   EXPECT_TRUE(LinearGgml::supported(LinearGgml::best_kernel()));
@@ -173,7 +178,7 @@ TEST(LinearGgml, RejectsWhatItCannotRun) {
 TEST(LinearGgml, SharedInputEqualsTwoForwards) {
   const int64_t K = 512, M = 3;
   const auto x = randn(M * K, 31, 1.0f);
-  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kQ8_0}) {
+  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kQ8_0, GgmlType::kQ4_0}) {
     const auto wa = randn(40 * K, 32, 0.05f), wb = randn(24 * K, 33, 0.05f);
     const auto a = LinearGgml::quantize_f32(type, wa.data(), 40, K);
     const auto b = LinearGgml::quantize_f32(type, wb.data(), 24, K);

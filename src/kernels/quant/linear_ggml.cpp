@@ -125,10 +125,11 @@ LinearGgml::Kernel detect_best() {
 }
 
 void check_shape(GgmlType type, int64_t rows, int64_t cols) {
-  if (type != GgmlType::kQ8_0 && type != GgmlType::kQ4_K && type != GgmlType::kQ6_K)
+  if (type != GgmlType::kQ8_0 && type != GgmlType::kQ4_0 && type != GgmlType::kQ4_K &&
+      type != GgmlType::kQ6_K)
     fail("LinearGgml: ggml type ", ggml_type_name(static_cast<uint32_t>(type)), " (",
-         static_cast<uint32_t>(type), ") is not run in place (Q8_0, Q4_K and Q6_K are)");
-  const int64_t block = type == GgmlType::kQ8_0 ? kQK8_0 : kQK_K;
+         static_cast<uint32_t>(type), ") is not run in place (Q8_0, Q4_0, Q4_K and Q6_K are)");
+  const int64_t block = type == GgmlType::kQ8_0 || type == GgmlType::kQ4_0 ? kQK8_0 : kQK_K;
   if (rows < 0 || cols <= 0 || cols % block != 0)
     fail("LinearGgml: a ", rows, " x ", cols, " ", ggml_type_name(static_cast<uint32_t>(type)),
          " matrix needs rows of a multiple of ", block, " elements");
@@ -254,9 +255,11 @@ void LinearGgml::forward_many(Kernel kernel, const LinearGgml* const* ws, float*
   float* xd = scratch(s.d, rows * nblk);
   int16_t* xs = q8_k ? scratch(s.s, rows * nblk * 8) : nullptr;
   const bool vnni = kernel == Kernel::kAvx512Vnni;
-  const RowsFn run = q4   ? (vnni ? vnni::q4_k_rows : avx2::q4_k_rows)
-                     : q6 ? (vnni ? vnni::q6_k_rows : avx2::q6_k_rows)
-                          : (vnni ? vnni::q8_0_rows : avx2::q8_0_rows);
+  const bool q4_0 = first.type_ == GgmlType::kQ4_0;
+  const RowsFn run = q4     ? (vnni ? vnni::q4_k_rows : avx2::q4_k_rows)
+                     : q6   ? (vnni ? vnni::q6_k_rows : avx2::q6_k_rows)
+                     : q4_0 ? (vnni ? vnni::q4_0_rows : avx2::q4_0_rows)
+                            : (vnni ? vnni::q8_0_rows : avx2::q8_0_rows);
   // Work items of 16 weight rows (of each matrix in turn), handed out dynamically: on a machine shared with
   // other work a descheduled thread does not hold up the rest. Each output is computed by one thread in a
   // fixed order: the same bits for any thread count.
@@ -329,6 +332,20 @@ void LinearGgml::forward_reference(const float* x, int64_t rows, float* y, bool 
               }
           const float dd = f16_to_f32(blk.d) * dx;
           for (int l = 0; l < 8; ++l) lane[l] = std::fma(static_cast<float>(sumi[l]), dd, lane[l]);
+          continue;
+        }
+        if (type_ == GgmlType::kQ4_0) {  // block: f16 d, 16 bytes (low nibbles: elements 0-15, high: 16-31)
+          BlockQ4_0 blk;
+          std::memcpy(&blk, w + b * sizeof(BlockQ4_0), sizeof(blk));
+          const float scale = f16_to_f32(blk.d) * dx;
+          for (int l = 0; l < 8; ++l) {
+            int32_t s = 0;
+            for (int e = 4 * l; e < 4 * l + 4; ++e) {
+              const int q = e < 16 ? blk.qs[e] & 0xF : blk.qs[e - 16] >> 4;
+              s += (q - 8) * xr[b * kQK8_0 + e];
+            }
+            lane[l] = std::fma(static_cast<float>(s), scale, lane[l]);
+          }
           continue;
         }
         if (!q4) {  // block: f16 d, 32 int8

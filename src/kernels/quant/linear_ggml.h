@@ -1,32 +1,31 @@
-// y[M, N] (+)= x[M, K] · Wᵀ straight from GGUF blocks, in place: W is N rows of Q8_0 or Q4_K blocks exactly
-// as a GGUF file stores them (a view of the mapped file, not copied, not requantised; Q4_K stays 4.5 bits a
-// weight). The activations are quantised on the fly per row, as llama.cpp does:
-//   Q8_0 weights x Q8_0 activations: 32-element blocks, int8 with an f32 scale per block (ggml rounds it to
-//   f16); Q4_K weights x Q8_K activations: 256-element blocks, int8 with an f32 scale (ggml's
-//   quantize_row_q8_K: the
-//     signed extreme maps to -127) and the sums of each 32 int8s (ggml keeps them per 16 in block_q8_K's
-//     bsums; the kernel only ever needs pairs of them, so they are kept added). The Q4_K mins term is dmin *
-//     sum_j m_j * (sum of sub-block j's int8s): one 8-lane madd per super-block instead of 256 products.
+// y[M, N] (+)= x[M, K] · Wᵀ straight from GGUF blocks, in place: W is N rows of Q8_0, Q4_0, Q4_K or Q6_K
+// blocks exactly as a GGUF file stores them (a view of the mapped file, not copied, not requantised; Q4_K
+// stays 4.5 bits a weight). The activations are quantised on the fly per row, as llama.cpp does:
+//   Q8_0 / Q4_0 weights x Q8_0 activations: 32-element blocks, int8 with an f32 scale per block (ggml rounds
+//   it to f16). Q4_K / Q6_K weights x Q8_K activations: 256-element blocks, int8 with an f32 scale (ggml's
+//   quantize_row_q8_K: the signed extreme maps to -127) and the sums of each 32 int8s (ggml keeps them per 16
+//   in block_q8_K's bsums; the kernel only ever needs pairs of them, so they are kept added). The Q4_K mins
+//   term is dmin * sum_j m_j * (sum of sub-block j's int8s): one 8-lane madd per super-block instead of 256
+//   products. Q4_0's and Q6_K's offsets (-8, -32) are vpmaddubsw(offset, x), formed once per activation row.
 // Integer dot products: AVX2 (vpmaddubsw + vpmaddwd, as ggml's AVX2 paths), and where cpuid reports
-// AVX512_VNNI
-// (+VL, BW) the same tiles with the multiply-adds fused: vpdpbusd for Q8_0, vpmaddubsw + vpdpwssd for Q4_K
-// (the 6-bit scales multiply int16 pair sums; vpdpbusd would need a 32-bit multiply per sub-block after it).
-// Both give the same integers, so the same bits, and both agree bit for bit with forward_reference (scalar,
-// same order of float operations). A tile of up to 4 activation rows runs against each weight row, so a
-// weight block loaded once serves every row of the tile; rows of W are handed out to OpenMP threads in
-// dynamic chunks. Per call: the quantised activations go to a thread-local scratch that only ever grows (no
-// allocation once warm).
+// AVX512_VNNI (+VL, BW) the same tiles with the multiply-adds fused: vpdpbusd for Q8_0 / Q4_0, vpmaddubsw +
+// vpdpwssd for Q4_K / Q6_K (the scales multiply int16 pair sums; vpdpbusd would need a 32-bit multiply per
+// sub-block after it). Both give the same integers, so the same bits, and both agree bit for bit with
+// forward_reference (scalar, same order of float operations). A tile of up to 4 activation rows runs against
+// 1-4 weight rows, so a weight block loaded once serves every row of the tile; rows of W are handed out to
+// OpenMP threads in dynamic chunks. Per call: the quantised activations go to a thread-local scratch that
+// only ever grows (no allocation once warm).
 //
 // From a GGUF tensor (io/gguf.h GgufTensor t, ggml dims ne[0] = K = in_features, ne[1] = N = out_features):
 //   auto w = quant::LinearGgml::view(GgmlType(t.type), t.data, /*rows=*/t.ne[1], /*cols=*/t.ne[0], mapping);
 // where `mapping` (optional) is a shared_ptr that keeps the mapped file alive for as long as the view lives;
-// without it the caller keeps the file mapped. Expert e of a 3-D expert tensor [n_expert][N][K] (ne = {K, N,
-// E}):
+// without it the caller keeps the file mapped. Expert e of a 3-D expert tensor [n_expert][N][K]
+// (ne = {K, N, E}):
 //   view(type, static_cast<const uint8_t*>(t.data) + e * N * ggml_row_bytes(type, K), N, K, mapping).
-// Types: kQ8_0 (K a multiple of 32), kQ4_K (K a multiple of 256); anything else fails with a message (the
-// loader requantises other types or keeps them as f32). Random models: LinearGgml::quantize_f32(type, w, N,
-// K) owns its blocks (quant::quantize, ggml's reference quantisers). Run through MatMul (kernels/matmul.h)
-// like the others.
+// Types: kQ8_0 and kQ4_0 (K a multiple of 32), kQ4_K and kQ6_K (K a multiple of 256); anything else fails
+// with a message (the loader requantises other types or keeps them as f32). Random models:
+// LinearGgml::quantize_f32(type, w, N, K) owns its blocks (quant::quantize, ggml's reference quantisers). Run
+// through MatMul (kernels/matmul.h) like the others.
 #pragma once
 
 #include <cstddef>
