@@ -191,6 +191,9 @@ BENCHMARK_CAPTURE(BM_MoeGgml, q8_0, dllm::GgmlType::kQ8_0, Kernel::kAuto)
 BENCHMARK_CAPTURE(BM_MoeGgml, q4_k, dllm::GgmlType::kQ4_K, Kernel::kAuto)
     ->Name("moe/ggml_q4_k")
     ->Apply(moe_shapes);
+BENCHMARK_CAPTURE(BM_MoeGgml, q4_0, dllm::GgmlType::kQ4_0, Kernel::kAuto)
+    ->Name("moe/ggml_q4_0")
+    ->Apply(moe_shapes);
 BENCHMARK_CAPTURE(BM_MoeGgml, q6_k, dllm::GgmlType::kQ6_K, Kernel::kAuto)
     ->Name("moe/ggml_q6_k")
     ->Apply(moe_shapes);

@@ -110,7 +110,8 @@ RandomWeights parse_random_weights(const std::string& name) {
   if (name == "q8_0") return RandomWeights::kQ8_0;
   if (name == "q4_k") return RandomWeights::kQ4_K;
   if (name == "q6_k") return RandomWeights::kQ6_K;
-  fail("--weights: '", name, "' is not one of auto, f32, q8, q8_0, q4_k, q6_k for a random model");
+  if (name == "q4_0") return RandomWeights::kQ4_0;
+  fail("--weights: '", name, "' is not one of auto, f32, q8, q8_0, q4_0, q4_k, q6_k for a random model");
 }
 
 std::shared_ptr<Model> make_random_model(const ModelShape& shape, int64_t n_layers, Precision precision,
@@ -134,6 +135,7 @@ std::shared_ptr<Model> make_random_model(const ModelShape& shape, int64_t n_laye
   if (weights == RandomWeights::kQ8_0) m.precision_reason += "; matrices as Q8_0 blocks, multiplied in place";
   if (weights == RandomWeights::kQ4_K) m.precision_reason += "; matrices as Q4_K blocks, multiplied in place";
   if (weights == RandomWeights::kQ6_K) m.precision_reason += "; matrices as Q6_K blocks, multiplied in place";
+  if (weights == RandomWeights::kQ4_0) m.precision_reason += "; matrices as Q4_0 blocks, multiplied in place";
 
   std::mt19937_64 rng(seed);
   TransformerWeights w;
@@ -152,6 +154,8 @@ std::shared_ptr<Model> make_random_model(const ModelShape& shape, int64_t n_laye
         return quant::LinearGgml::quantize_f32(GgmlType::kQ4_K, rows, out, in);
       if (weights == RandomWeights::kQ6_K && in % 256 == 0)
         return quant::LinearGgml::quantize_f32(GgmlType::kQ6_K, rows, out, in);
+      if (weights == RandomWeights::kQ4_0 && in % 32 == 0)
+        return quant::LinearGgml::quantize_f32(GgmlType::kQ4_0, rows, out, in);
     }
     return Linear(rows, DType::kF32, out, in, keep_f32 ? ComputeType::kF32 : ct);
   };

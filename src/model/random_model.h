@@ -26,8 +26,8 @@ std::string shape_names();                              // "llada-8b, dream-7b, 
 // form GGUF files load into today), or in GGUF blocks multiplied in place by quant::LinearGgml (q8_0, q4_k:
 // what a file of that type runs as). The router stays f32; a matrix whose width is not whole blocks stays
 // plain.
-enum class RandomWeights { kPlain, kQ8, kQ8_0, kQ4_K, kQ6_K };
-// "auto" / "f32" (plain), "q8", "q8_0", "q4_k", "q6_k"
+enum class RandomWeights { kPlain, kQ8, kQ8_0, kQ4_0, kQ4_K, kQ6_K };
+// "auto" / "f32" (plain), "q8", "q8_0", "q4_0", "q4_k", "q6_k"
 RandomWeights parse_random_weights(const std::string& name);
 
 // Every tensor of the family's table: matrices, biases and expert biases uniform with std 0.02, norms 1,

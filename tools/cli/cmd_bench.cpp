@@ -280,7 +280,8 @@ void setup(CLI::App& app) {
   cmd->add_option(
       "--shape", o->shape,
       "Random model of a named shape (its real config.json, random weights; --weights q8 | q8_0 | "
-      "q4_k | q6_k holds the matrices in LinearQ8 / GGUF Q8_0 / Q4_K / Q6_K blocks) instead of -m: " +
+      "q4_0 | q4_k | q6_k holds the matrices in LinearQ8 / GGUF Q8_0 / Q4_0 / Q4_K / Q6_K blocks) instead of "
+      "-m: " +
           shape_names());
   cmd->add_option("--layers", o->layers, "With --shape: number of layers (0 = the shape's own)")
       ->capture_default_str();
