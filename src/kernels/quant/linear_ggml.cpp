@@ -45,7 +45,7 @@ namespace avx2 {
 // instantiated in here: nothing compiled for AVX-512 can be picked by the linker for code the AVX2 paths
 // share.
 #pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni")
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni,avx512dq")
 namespace vnni {
 #define DLLM_GGML_VNNI 1
 #include "kernels/quant/linear_ggml_tiles.inc"
