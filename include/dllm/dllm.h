@@ -4,7 +4,8 @@
 //   dllm::GenerateParams p;  p.gen_length = 64;  p.block_length = 16;  p.steps = 32;
 //   auto result = dllm::generate(*model, {{prompt ids...}}, p).value();
 //
-// Errors are values: every call returns dllm::Expected<T>, whose error() names the file, field or value at fault.
+// Errors are values: every call returns dllm::Expected<T>, whose error() names the file, field or value at
+// fault.
 #pragma once
 
 #include <cstdint>
@@ -19,15 +20,16 @@
 
 namespace dllm {
 
-// The precision weights are held and multiplied in (--dtype). kAuto keeps the checkpoint's: f32 files run in f32
-// (the exact path), bf16 / f16 files stay 16-bit, quantized GGUF tensors as LoadOptions::weights says. kF32 forces
-// f32 weights and activations; kBF16 forces 16-bit weights (f16 stays f16) with bf16 activations and f32
-// accumulation where the CPU has AVX512_BF16, f32 products on the 16-bit weights elsewhere.
+// The precision weights are held and multiplied in (--dtype). kAuto keeps the checkpoint's: f32 files run in
+// f32 (the exact path), bf16 / f16 files stay 16-bit, quantized GGUF tensors as LoadOptions::weights says.
+// kF32 forces f32 weights and activations; kBF16 forces 16-bit weights (f16 stays f16) with bf16 activations
+// and f32 accumulation where the CPU has AVX512_BF16, f32 products on the 16-bit weights elsewhere.
 enum class Precision { kAuto, kF32, kBF16 };
 
-// How the weight matrices of a GGUF file are held at run time (docs/gguf.md, "Quantized weights at run time").
+// How the weight matrices of a GGUF file are held at run time (docs/gguf.md, "Quantized weights at run
+// time").
 enum class WeightFormat {
-  kAuto,        // quantized tensors (Q8_0, Q4_0, Q4_K, Q6_K) in 8 bits, plain ones (F32/F16/BF16) as `precision`
+  kAuto,  // quantized tensors (Q8_0, Q4_0, Q4_K, Q6_K) in 8 bits, plain ones (F32/F16/BF16) as `precision`
   kDequantize,  // every matrix dequantised once, at load, to `precision` (f32 or bf16)
   kQ8,          // every matrix in 8 bits (Q8_0 kept, the others quantised to Q8_0 at load); GGUF files only
 };
@@ -47,10 +49,17 @@ struct ModelInfo {
   int64_t n_params = 0;
   int32_t mask_id = -1, eos_id = -1, eot_id = -1, bos_id = -1, pad_id = -1;
   bool shift_logits = false;  // Dream: position i is predicted by the output at i-1
-  // > 0: a block-diffusion family (LLaDA2.x, SDAR): generation runs block by block with block-causal attention
-  // (ForwardInput::attention_block), and this is the default block length (SDAR: config.json block_size).
+  // > 0: a block-diffusion family (LLaDA2.x, SDAR): generation runs block by block with block-causal
+  // attention (ForwardInput::attention_block), and this is the default block length (SDAR: config.json
+  // block_size).
   int64_t block_size = 0;
   int64_t n_experts = 0, n_experts_used = 0;  // mixture-of-experts families (LLaDA2); 0 = dense
+  // An autoregressive model (qwen2, qwen3, llama): causal attention, one token per forward after the prompt;
+  // generate() decodes it left to right with a KV cache (docs/hybrid.md). mask_id is -1.
+  bool autoregressive = false;
+  // Ids that end a generation (EOS, EOT and the generation_config / vocabulary's other end-of-generation
+  // ids); autoregressive decoding stops at any of them unless GenerateParams::stop_ids says otherwise.
+  std::vector<int32_t> eog_ids;
   Precision precision = Precision::kF32;  // as loaded: kF32 or kBF16, never kAuto
   std::string precision_reason;           // why: "the checkpoint's weights are F32", "forced by --dtype", ...
 };
@@ -61,11 +70,13 @@ class KvCache;  // per-layer keys/values of a sequence (src/cache/kv_cache.h); o
 enum class CacheOp {
   kNone,   // no cache
   kStore,  // tokens are whole rows: run as usual and store every position's K/V (and validity) in the cache
-  kReuse,  // tokens are positions [cache_offset, cache_offset + seq_len) of the cached rows: their K/V is computed,
-           // written over the cache, and their queries attend to every cached position (the rest come from cache)
-  kExtend,  // the exact block cache: tokens continue the cached rows (positions cache->seq_len + i); their queries
-            // attend to every cached position and to this call's tokens (under attention_block); then the K/V of
-            // the first `cache_append` tokens is appended to the cache. An empty cache is a prefill.
+  kReuse,  // tokens are positions [cache_offset, cache_offset + seq_len) of the cached rows: their K/V is
+           // computed, written over the cache, and their queries attend to every cached position (the rest
+           // come from cache)
+  kExtend,  // the exact block cache: tokens continue the cached rows (positions cache->seq_len + i); their
+            // queries attend to every cached position and to this call's tokens (under attention_block); then
+            // the K/V of the first `cache_append` tokens is appended to the cache. An empty cache is a
+            // prefill.
 };
 
 // Per-call inputs of a forward pass: `batch` rows of equal length, row-major tokens.
@@ -75,19 +86,19 @@ struct ForwardInput {
   int64_t logits_from = 0;  // logits are produced only for positions >= logits_from (saves the vocab matmul)
   // Optional: per-layer hidden states of row 0, HF convention ([L+1][seq_len * d_model]).
   std::vector<std::vector<float>>* hidden_states = nullptr;
-  // Optional RoPE position of each token [batch * seq_len]; default 0..seq_len-1 per row (offset by cache_offset
-  // under kReuse).
+  // Optional RoPE position of each token [batch * seq_len]; default 0..seq_len-1 per row (offset by
+  // cache_offset under kReuse).
   std::span<const int64_t> positions;
-  // Optional validity of each token [batch * seq_len]; 0 marks padding, which is neither attended to nor attends
-  // (its attention output is 0): Dream's mask valid_i AND valid_j. Default: all valid. Under kReuse the validity of
-  // the keys is the one stored by kStore.
+  // Optional validity of each token [batch * seq_len]; 0 marks padding, which is neither attended to nor
+  // attends (its attention output is 0): Dream's mask valid_i AND valid_j. Default: all valid. Under kReuse
+  // the validity of the keys is the one stored by kStore.
   std::span<const uint8_t> valid;
   KvCache* cache = nullptr;
   CacheOp cache_op = CacheOp::kNone;
   int64_t cache_offset = 0;  // kReuse: position of the first token in the cached rows
   int64_t cache_append = 0;  // kExtend: leading tokens whose K/V joins the cache (0 = attend only)
-  // > 0: block-causal attention (LLaDA2, SDAR): the token at sequence index i (cached positions first) sees index j
-  // iff j / attention_block <= i / attention_block. 0: bidirectional.
+  // > 0: block-causal attention (LLaDA2, SDAR): the token at sequence index i (cached positions first) sees
+  // index j iff j / attention_block <= i / attention_block. 0: bidirectional.
   int64_t attention_block = 0;
 };
 
@@ -105,8 +116,9 @@ enum class Remasking { kLowConfidence, kRandom };
 
 // Which masked positions are revealed first (docs/denoising.md). kDefault: the family's (LLaDA: `remasking`;
 // Dream: `alg`).
-// SDAR's remasking strategies (block-diffusion loops only): kSequential left to right; kLowConfidenceStatic the
-// most confident, a fixed count per step; kLowConfidenceDynamic all above the threshold, else the most confident.
+// SDAR's remasking strategies (block-diffusion loops only): kSequential left to right; kLowConfidenceStatic
+// the most confident, a fixed count per step; kLowConfidenceDynamic all above the threshold, else the most
+// confident.
 enum class Unmask {
   kDefault,
   kConfidence,
@@ -121,8 +133,8 @@ enum class Unmask {
 // kTimestepBernoulli for alg=origin).
 enum class Transfer {
   kDefault,
-  kUniform,            // LLaDA get_num_transfer_tokens: masked // steps per step of a block, remainder first
-  kTimestep,           // Dream: k = int(masked * (1 - s/t)), t = linspace(1, eps, steps+1) in f32; all on the last
+  kUniform,   // LLaDA get_num_transfer_tokens: masked // steps per step of a block, remainder first
+  kTimestep,  // Dream: k = int(masked * (1 - s/t)), t = linspace(1, eps, steps+1) in f32; all on the last
   kTimestepBernoulli,  // Dream alg=origin: each masked position independently with probability 1 - s/t
   kThreshold,          // Fast-dLLM: the best position plus every one with confidence >= threshold
   kFactor,             // Fast-dLLM: the largest n with (n+1)(1 - c_n) < factor (at least one)
@@ -130,7 +142,8 @@ enum class Transfer {
 // Which token a masked position takes (the token rule). kDefault: the family's.
 enum class Sampler {
   kDefault,
-  kGumbel,       // LLaDA: argmax of the logits, Gumbel-max in float64 when temperature > 0; confidence from the raw softmax
+  kGumbel,  // LLaDA: argmax of the logits, Gumbel-max in float64 when temperature > 0; confidence from the
+            // raw softmax
   kCategorical,  // Dream: logits / T, top-p / top-k filters, a categorical draw when temperature > 0
 };
 // What a step recomputes (Fast-dLLM). kNone is exact; the others are approximations by design.
@@ -142,8 +155,9 @@ enum class CacheMode {
   kBlock,   // block-diffusion families: finished blocks' K/V computed once (exact: block-causal attention)
 };
 
-// The official generation loop of a block-diffusion family (docs/denoising.md "Block diffusion"). kDefault: the
-// family's own (llada2: kLlada21, sdar: kSdar). The three run on either family (both are block-causal models).
+// The official generation loop of a block-diffusion family (docs/denoising.md "Block diffusion"). kDefault:
+// the family's own (llada2: kLlada21, sdar: kSdar). The three run on either family (both are block-causal
+// models).
 enum class BlockLoop {
   kDefault,
   kLlada20,  // LLaDA2.0 generate(): threshold commits with a top-k fallback, EOS stop after each block
@@ -151,19 +165,20 @@ enum class BlockLoop {
   kSdar,     // SDAR block_diffusion_generate(): sequential / low_confidence_static / low_confidence_dynamic
 };
 
-// Generation settings. Defaults reproduce the official LLaDA generate() / Dream diffusion_generate(); the options
-// that depart from the references are off by default so that exact mode stays exact.
+// Generation settings. Defaults reproduce the official LLaDA generate() / Dream diffusion_generate(); the
+// options that depart from the references are off by default so that exact mode stays exact.
 struct GenerateParams {
   int64_t gen_length = 128;  // Dream: max_new_tokens
   int64_t block_length = 0;  // 0 = gen_length (one block)
   int64_t steps = 0;         // 0 = gen_length (one token per step); with kThreshold / kFactor, ignored
   Remasking remasking = Remasking::kLowConfidence;
   double temperature = 0.0;  // LLaDA: > 0 Gumbel-max in float64; Dream: > 0 samples from softmax(logits / T)
-  double cfg_scale = 0.0;    // > 0: classifier-free guidance, cond and uncond rows in one batched forward (LLaDA)
+  double cfg_scale =
+      0.0;  // > 0: classifier-free guidance, cond and uncond rows in one batched forward (LLaDA)
   uint64_t seed = 0;
   bool logits_eos_inf = false;          // never predict EOS
   bool confidence_eos_eot_inf = false;  // zero the probability of EOT (and EOS at T=0) in the confidence
-  bool stop_at_eos = false;             // once EOS is committed, fill the rest with EOS and skip remaining steps
+  bool stop_at_eos = false;  // once EOS is committed, fill the rest with EOS and skip remaining steps
 
   // Strategy axes (docs/denoising.md).
   Unmask unmask = Unmask::kDefault;
@@ -182,28 +197,31 @@ struct GenerateParams {
   int64_t cache_refresh = 0;  // > 0: also recompute the whole sequence every this many steps inside a block
 
   // Block-diffusion loops (model.info().block_size > 0; docs/denoising.md "Block diffusion"). There,
-  // block_length 0 = the model's block_size, steps = denoising steps per block (0 = the loop's default: LLaDA2
-  // 32, capped at gen_length / minimal_topk; SDAR block_length), temperature 0 = greedy, top_k 0 / -1 = none.
+  // block_length 0 = the model's block_size, steps = denoising steps per block (0 = the loop's default:
+  // LLaDA2 32, capped at gen_length / minimal_topk; SDAR block_length), temperature 0 = greedy, top_k 0 / -1
+  // = none.
   BlockLoop block_loop = BlockLoop::kDefault;
-  double block_threshold = 0;     // confidence threshold; 0 = the loop's default (LLaDA2 0.95, SDAR 0.85)
-  int64_t minimal_topk = 1;       // LLaDA2: steps = min(steps, gen_length / minimal_topk)
-  bool eos_early_stop = false;    // LLaDA2: stop once an EOS is committed with nothing masked before it
+  double block_threshold = 0;      // confidence threshold; 0 = the loop's default (LLaDA2 0.95, SDAR 0.85)
+  int64_t minimal_topk = 1;        // LLaDA2: steps = min(steps, gen_length / minimal_topk)
+  bool eos_early_stop = false;     // LLaDA2: stop once an EOS is committed with nothing masked before it
   double editing_threshold = 0.9;  // LLaDA2.1: a decoded token is replaced when p(new) > this
   int64_t max_post_steps = 16;     // LLaDA2.1: editing passes over a block once its masks are gone
   int64_t num_to_transfer = 1;     // LLaDA2.1: fewest masks committed per step
   // SDAR stopping_criteria_idx: stop after a block that holds one of them. nullopt = the model's EOS / EOT;
   // empty = never (the reference's default None).
   std::optional<std::vector<int32_t>> stop_ids;
-  // The official generate() functions take the [MASK] and EOS ids as arguments (LLaDA2: mask_id, eos_id); -1 =
-  // the model's (ModelInfo). A model whose files do not name its mask id (ModelInfo::mask_id == -1) needs one here.
+  // The official generate() functions take the [MASK] and EOS ids as arguments (LLaDA2: mask_id, eos_id); -1
+  // = the model's (ModelInfo). A model whose files do not name its mask id (ModelInfo::mask_id == -1) needs
+  // one here.
   int32_t mask_id = -1, eos_id = -1;
 };
 
 // What a step callback sees after each denoising step.
 struct StepEvent {
   int64_t block = 0, step = 0, forwards = 0;
-  const std::vector<std::vector<int32_t>>* canvas = nullptr;   // generated region of each row, masks included
-  const std::vector<std::vector<int64_t>>* committed = nullptr;  // positions (in the generated region) set this step
+  const std::vector<std::vector<int32_t>>* canvas = nullptr;  // generated region of each row, masks included
+  const std::vector<std::vector<int64_t>>* committed =
+      nullptr;  // positions (in the generated region) set this step
   // Block loops: positions (in the generated region) whose decoded token T2T editing replaced (LLaDA2.1).
   const std::vector<std::vector<int64_t>>* edited = nullptr;
   int64_t row = 0;  // block loops run the prompts one after another: this event's prompt (canvas has one row)
@@ -221,8 +239,8 @@ struct GenerateResult {
   // Block loops: each row's whole final canvas as the official loop leaves it (prompt included, whole blocks,
   // mask ids where nothing was decoded).
   std::vector<std::vector<int32_t>> canvases;
-  int64_t forwards = 0;                       // model calls (a cfg call counts once)
-  int64_t forward_tokens = 0;                 // tokens run through the model over all calls (cache savings)
+  int64_t forwards = 0;        // model calls (a cfg call counts once)
+  int64_t forward_tokens = 0;  // tokens run through the model over all calls (cache savings)
   double seconds = 0;
   bool cancelled = false;
 };
@@ -230,13 +248,14 @@ struct GenerateResult {
 Expected<GenerateResult> generate(Model& model, const std::vector<std::vector<int32_t>>& prompts,
                                   const GenerateParams& params, const StepCallback& on_step = {});
 
-// Infilling (docs/denoising.md "Infilling"): each row is a whole canvas, e.g. prefix + N mask ids + suffix, with
-// any number of masked spans anywhere; every position attends to both sides, and only the masked positions are
-// denoised. params.gen_length is ignored: it is the number of mask ids, which must be equal in every row (rows must
-// also have equal length: no padding). block_length / steps / the strategy axes / caches apply to the masked
-// positions taken in order (blocks = runs of block_length masked positions, left to right; block_length 0 = one
-// block). stop_at_eos is not supported. outputs (and StepEvent.canvas / committed) are the whole filled canvas of
-// each row and canvas positions; a prompt-then-masks canvas gives the same tokens as generate().
+// Infilling (docs/denoising.md "Infilling"): each row is a whole canvas, e.g. prefix + N mask ids + suffix,
+// with any number of masked spans anywhere; every position attends to both sides, and only the masked
+// positions are denoised. params.gen_length is ignored: it is the number of mask ids, which must be equal in
+// every row (rows must also have equal length: no padding). block_length / steps / the strategy axes / caches
+// apply to the masked positions taken in order (blocks = runs of block_length masked positions, left to
+// right; block_length 0 = one block). stop_at_eos is not supported. outputs (and StepEvent.canvas /
+// committed) are the whole filled canvas of each row and canvas positions; a prompt-then-masks canvas gives
+// the same tokens as generate().
 Expected<GenerateResult> infill(Model& model, const std::vector<std::vector<int32_t>>& canvases,
                                 const GenerateParams& params, const StepCallback& on_step = {});
 

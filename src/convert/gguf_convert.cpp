@@ -259,6 +259,17 @@ ConvertResult convert_hf_to_gguf(const std::string& hf_dir, const std::string& o
     else if (spec.role == TensorRole::kHead && hf.family->tied_head_may_be_stored && ck.has(spec.hf))
       ck.take(spec.hf, tensor_shape(spec.role, c));  // a tied copy of the embedding: not written
   }
+  // Llama 3.1's rope_scaling, computed from config.json, stored as llama.cpp's converter does (rope_freqs,
+  // F32, after the whole-model tensors).
+  TensorView rope_freqs;
+  if (!c.rope_freq_factors.empty()) {
+    rope_freqs.name = "rope_freqs.weight";
+    rope_freqs.file = hf_dir + "/config.json";
+    rope_freqs.shape = {static_cast<int64_t>(c.rope_freq_factors.size())};
+    rope_freqs.data = reinterpret_cast<const uint8_t*>(c.rope_freq_factors.data());
+    rope_freqs.nbytes = c.rope_freq_factors.size() * sizeof(float);
+    entries.push_back({rope_freqs.name, {&rope_freqs}, {rope_freqs.shape[0]}, GgmlType::kF32});
+  }
   for (int64_t i = 0; i < m.n_layers; ++i)
     for (const TensorSpec& spec : hf.family->tensors)
       if (is_per_layer(spec.role) && tensor_present(spec, c, i)) add(spec, i);
@@ -288,9 +299,10 @@ ConvertResult convert_hf_to_gguf(const std::string& hf_dir, const std::string& o
     w.set_uint32(a + "attention.key_length", static_cast<uint32_t>(m.head_dim));
     w.set_uint32(a + "attention.value_length", static_cast<uint32_t>(m.head_dim));
   }
-  w.set_bool(a + "attention.causal", false);
+  // Autoregressive families are causal without saying so, as llama.cpp writes them.
+  if (!m.autoregressive) w.set_bool(a + "attention.causal", false);
   if (c.moe.experts > 0) write_moe_keys(w, a, c);
-  w.set_bool("diffusion.shift_logits", m.shift_logits);
+  if (!m.autoregressive) w.set_bool("diffusion.shift_logits", m.shift_logits);
   // No llama.cpp key holds a block-diffusion family's block length; named beside its diffusion.shift_logits.
   if (m.block_size > 0) w.set_uint32("diffusion.block_length", static_cast<uint32_t>(m.block_size));
   write_tokenizer(w, hf_dir, hf);

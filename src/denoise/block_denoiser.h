@@ -25,7 +25,7 @@
 #include "cache/kv_cache.h"
 #include "denoise/block_sample.h"
 #include "denoise/denoiser.h"
-#include "denoise/rng.h"
+#include "core/rng.h"
 #include "dllm/dllm.h"
 
 namespace dllm {

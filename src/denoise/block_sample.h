@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <span>
 
-#include "denoise/rng.h"
+#include "core/rng.h"
 
 namespace dllm {
 

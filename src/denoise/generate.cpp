@@ -1,7 +1,9 @@
-// dllm::generate / dllm::infill: thin drivers over a DenoiseLoop (denoise/denoise_loop.h: a Denoiser, or one
-// BlockDenoiser per prompt for block-diffusion families), forwards run here one after another.
+// dllm::generate / dllm::infill: thin drivers over a DenoiseLoop (autoregressive models: ar/ar_generate.h)
+// (denoise/denoise_loop.h: a Denoiser, or one BlockDenoiser per prompt for block-diffusion families),
+// forwards run here one after another.
 #include <chrono>
 
+#include "ar/ar_generate.h"
 #include "core/error.h"
 #include "denoise/denoise_loop.h"
 
@@ -12,6 +14,13 @@ namespace {
 Expected<GenerateResult> drive(Model& model, const std::vector<std::vector<int32_t>>& rows,
                                const GenerateParams& params, const StepCallback& on_step, bool infill) {
   return capture([&] {
+    if (model.info().autoregressive) {
+      if (infill)
+        fail(model.info().architecture,
+             " is autoregressive: infilling needs a diffusion model (it fills masks with context on both "
+             "sides)");
+      return generate_autoregressive(model, rows, params, on_step);
+    }
     const auto start = std::chrono::steady_clock::now();
     std::unique_ptr<DenoiseLoop> d = make_denoise_loop(model.info(), rows, params, infill);
     while (!d->done()) {

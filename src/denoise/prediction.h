@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <span>
 
-#include "denoise/rng.h"
+#include "core/rng.h"
 #include "dllm/dllm.h"
 
 namespace dllm {

@@ -10,7 +10,7 @@
 #include <span>
 #include <vector>
 
-#include "denoise/rng.h"
+#include "core/rng.h"
 
 namespace dllm {
 

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/error.h"
 #include "kernels/profile.h"
 #include "kernels/simd_math.h"
 
@@ -48,8 +49,10 @@ void rms_norm(const float* x, const float* w, int64_t rows, int64_t dim, float e
   }
 }
 
-RopeTable::RopeTable(int64_t head_dim, float theta, int64_t max_positions)
-    : half_(head_dim / 2), theta_(theta) {
+RopeTable::RopeTable(int64_t head_dim, float theta, int64_t max_positions, std::vector<float> freq_factors)
+    : half_(head_dim / 2), theta_(theta), freq_factors_(std::move(freq_factors)) {
+  if (!freq_factors_.empty() && static_cast<int64_t>(freq_factors_.size()) != half_)
+    fail("RoPE: ", freq_factors_.size(), " frequency factors for ", half_, " rotated pairs");
   ensure(max_positions);
 }
 
@@ -61,7 +64,9 @@ void RopeTable::ensure(int64_t max_positions) {
   for (int64_t j = 0; j < half_; ++j) {
     // f32 throughout, in the order torch evaluates 1.0 / (theta ** (arange(0, hd, 2).float() / hd)).
     const float exponent = static_cast<float>(2 * j) / static_cast<float>(hd);
-    const float inv_freq = 1.0f / std::pow(theta_, exponent);
+    float inv_freq = 1.0f / std::pow(theta_, exponent);
+    if (!freq_factors_.empty())
+      inv_freq /= freq_factors_[j];  // Llama 3.1 rope_scaling (llama.cpp's rope_freqs)
     for (int64_t p = positions_; p < max_positions; ++p) {
       const float angle = static_cast<float>(p) * inv_freq;
       cos_[p * half_ + j] = std::cos(angle);

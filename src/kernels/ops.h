@@ -10,12 +10,13 @@ namespace dllm {
 // out[r] = w * (x[r] * rsqrt(mean(x[r]^2) + eps)), r < rows. out may alias x.
 void rms_norm(const float* x, const float* w, int64_t rows, int64_t dim, float eps, float* out);
 
-// cos/sin of NeoX rotate-half RoPE for positions [0, max_positions), computed in f32 exactly as the HF references
-// do: inv_freq[j] = 1 / theta^(2j/hd), angle = pos * inv_freq, emb = [angle, angle].
+// cos/sin of NeoX rotate-half RoPE for positions [0, max_positions), computed in f32 exactly as the HF
+// references do: inv_freq[j] = 1 / theta^(2j/hd), angle = pos * inv_freq, emb = [angle, angle].
 class RopeTable {
  public:
   RopeTable() = default;
-  RopeTable(int64_t head_dim, float theta, int64_t max_positions);
+  // freq_factors (empty, or head_dim / 2 values): pair j's frequency divided by freq_factors[j] (Llama 3.1).
+  RopeTable(int64_t head_dim, float theta, int64_t max_positions, std::vector<float> freq_factors = {});
   void ensure(int64_t max_positions);  // grows the table when a longer sequence arrives
   const float* cos(int64_t pos) const { return cos_.data() + pos * half_; }
   const float* sin(int64_t pos) const { return sin_.data() + pos * half_; }
@@ -24,12 +25,13 @@ class RopeTable {
  private:
   int64_t half_ = 0, positions_ = 0;
   float theta_ = 0;
+  std::vector<float> freq_factors_;
   std::vector<float> cos_, sin_;  // [positions, head_dim/2]
 };
 
-// In place on x[rows, n_heads * head_stride]: x·cos + rotate_half(x)·sin, row r at position positions[r]. Only
-// the first table.head_dim() values of each head rotate (partial RoPE, LLaDA2: rotary_dim < head_dim); the rest
-// pass unchanged. head_stride 0 = table.head_dim().
+// In place on x[rows, n_heads * head_stride]: x·cos + rotate_half(x)·sin, row r at position positions[r].
+// Only the first table.head_dim() values of each head rotate (partial RoPE, LLaDA2: rotary_dim < head_dim);
+// the rest pass unchanged. head_stride 0 = table.head_dim().
 void rope_neox(float* x, int64_t rows, int64_t n_heads, const int64_t* positions, const RopeTable& table,
                int64_t head_stride = 0);
 

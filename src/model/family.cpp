@@ -1,5 +1,6 @@
 #include "model/family.h"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 
@@ -291,10 +292,11 @@ void read_standard_sizes(const ConfigReader& r, TransformerConfig& c) {
   if (m.max_seq_len <= 0) r.fail_field("max_position_embeddings", "must be > 0");
 }
 
-void reject_unsupported_hf_settings(const ConfigReader& r, const nlohmann::json& cfg, const std::string& family,
-                                    const std::string& attention) {
+void reject_unsupported_hf_settings(const ConfigReader& r, const nlohmann::json& cfg,
+                                    const std::string& family, const std::string& attention) {
   if (auto act = r.optional_string("hidden_act"); act && *act != "silu")
-    r.fail_field("hidden_act", "= \"" + *act + "\" is not supported (" + family + " checkpoints use \"silu\")");
+    r.fail_field("hidden_act",
+                 "= \"" + *act + "\" is not supported (" + family + " checkpoints use \"silu\")");
   if (r.optional_bool("use_sliding_window").value_or(false))
     r.fail_field("use_sliding_window", "= true is not supported (" + attention + " only)");
   if (cfg.contains("rope_scaling") && !cfg["rope_scaling"].is_null())
@@ -320,6 +322,45 @@ void read_rope_theta_and_rms_eps(const ConfigReader& r, double default_eps, Tran
     r.fail_field("rms_norm_eps", "must be in (0, 1], got " + std::to_string(rms_eps));
   c.rope_theta = static_cast<float>(rope_theta);
   c.rms_eps = static_cast<float>(rms_eps);
+}
+
+TransformerConfig parse_causal_lm_config(const Checkpoint& ckpt, const std::string& architecture,
+                                         double default_eps, const std::vector<std::string>& eog_texts) {
+  const auto& cfg = ckpt.config();
+  ConfigReader r(cfg, ckpt.dir() + "/config.json");
+  ConfigReader g(ckpt.generation_config(), ckpt.dir() + "/generation_config.json");
+  TransformerConfig c;
+  ModelInfo& m = c.info;
+  m.path = ckpt.dir();
+  m.architecture = architecture;
+  m.autoregressive = true;
+  read_standard_sizes(r, c);
+  read_rope_theta_and_rms_eps(r, default_eps, c);
+  auto id = [&](const char* key) {
+    return static_cast<int32_t>(r.optional_token_id(key).value_or(g.optional_token_id(key).value_or(-1)));
+  };
+  m.bos_id = id("bos_token_id");
+  m.eos_id = id("eos_token_id");
+  m.pad_id = id("pad_token_id");
+  m.mask_id = -1;
+  check_special_ids_in_vocab(r, m);
+  auto add_eog = [&](int64_t v) {
+    if (v < 0 || v >= m.vocab_size) return;
+    if (std::find(m.eog_ids.begin(), m.eog_ids.end(), v) == m.eog_ids.end())
+      m.eog_ids.push_back(static_cast<int32_t>(v));
+  };
+  add_eog(m.eos_id);
+  for (const auto* json : {&cfg, &ckpt.generation_config()})
+    if (json->contains("eos_token_id") && (*json)["eos_token_id"].is_array())
+      for (const auto& v : (*json)["eos_token_id"])
+        if (v.is_number_integer()) add_eog(v.get<int64_t>());
+  for (const auto& text : eog_texts)
+    if (auto added = find_added_token(ckpt.dir(), {text})) {
+      if (m.eot_id < 0 && *added >= 0 && *added < m.vocab_size) m.eot_id = static_cast<int32_t>(*added);
+      add_eog(*added);
+    }
+  c.tied_head = r.optional_bool("tie_word_embeddings").value_or(false);
+  return c;
 }
 
 std::optional<int64_t> find_added_token(const std::string& model_dir,

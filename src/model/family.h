@@ -33,12 +33,13 @@ enum class TensorRole {
   kGate,        // (ffn_hidden, d); dense layers
   kUp,          // (ffn_hidden, d)
   kDown,        // (d, ffn_hidden)
-  kQKV,         // (n_heads*hd + 2*n_kv_heads*hd, d): q, k and v rows fused (LLaDA2); split into kQ/kK/kV at load
-  kQNorm,       // (head_dim), with qk_norm
-  kKNorm,       // (head_dim)
-  kRouter,      // (experts, d); mixture-of-experts layers from here on
+  kQKV,     // (n_heads*hd + 2*n_kv_heads*hd, d): q, k and v rows fused (LLaDA2); split into kQ/kK/kV at load
+  kQNorm,   // (head_dim), with qk_norm
+  kKNorm,   // (head_dim)
+  kRouter,  // (experts, d); mixture-of-experts layers from here on
   kExpertBias,  // (experts), with moe.expert_bias
-  kExpertGate,  // (expert_ffn, d) per expert: "{e}" in the HF name; one (experts, expert_ffn, d) tensor in GGUF
+  kExpertGate,  // (expert_ffn, d) per expert: "{e}" in the HF name; one (experts, expert_ffn, d) tensor in
+                // GGUF
   kExpertUp,    // (expert_ffn, d) per expert
   kExpertDown,  // (d, expert_ffn) per expert
   kSharedGate,  // (shared * expert_ffn, d), with moe.shared > 0
@@ -85,12 +86,18 @@ struct Family {
   std::optional<int32_t> default_mask_id;  // tokenizer.ggml.mask_token_id when absent (LLaDA's 126336)
   std::string eot_text;                    // the end-of-turn token looked up by text in the vocabulary
   std::string tokenizer_pre =
-      "default";         // tokenizer.ggml.pre for a pre-tokenizer regex llama.cpp has no name for
-  bool add_bos = false;  // tokenizer.ggml.add_bos_token without a tokenizer.json to say
+      "default";                // tokenizer.ggml.pre for a pre-tokenizer regex llama.cpp has no name for
+  bool add_bos = false;         // tokenizer.ggml.add_bos_token without a tokenizer.json to say
   int64_t gguf_block_size = 0;  // diffusion.block_length when absent (the block-diffusion families' default)
   // A file without tokenizer.ggml.mask_token_id whose default_mask_id is outside the vocabulary loads with
   // mask_id -1, as the config parser does (LLaDA2: GenerateParams::mask_id then names it); else an error.
   bool mask_id_may_be_absent = false;
+  // An autoregressive family (qwen2, qwen3, llama): causal attention, no mask id, decoded token by token
+  // (ModelInfo::autoregressive). Its GGUF may say attention.causal = true.
+  bool autoregressive = false;
+  // Vocabulary entries that end a generation besides EOS / EOT (llama.cpp's end-of-generation texts), looked
+  // up by text in GGUF vocabularies and tokenizer.json.
+  std::vector<std::string> eog_texts = {};
 };
 
 // Registry (registry.cpp).
@@ -104,8 +111,8 @@ const Family& find_family(const Checkpoint& checkpoint);
 const TensorSpec& find_spec(const Family& family, TensorRole role);
 // The tensor's expected shape (PyTorch order) under `config`; one expert's for the expert roles.
 std::vector<int64_t> tensor_shape(TensorRole role, const TransformerConfig& config);
-// Whether the family's table says the tensor exists under `config` in `layer` (-1 for the global tensors): the
-// head only when not tied, biases with qkv_bias, dense MLP or experts as the layer is, ...
+// Whether the family's table says the tensor exists under `config` in `layer` (-1 for the global tensors):
+// the head only when not tied, biases with qkv_bias, dense MLP or experts as the layer is, ...
 bool tensor_present(const TensorSpec& spec, const TransformerConfig& config, int64_t layer = -1);
 // A table name with "{}" replaced by the layer index and "{e}" by the expert index.
 std::string tensor_name(const std::string& pattern, int64_t layer, int64_t expert = -1);
@@ -140,14 +147,22 @@ void read_standard_sizes(const ConfigReader& r, TransformerConfig& config);
 // The settings the Hugging Face-style families (Dream, SDAR, LLaDA2) share and the Transformer does not run,
 // rejected by name: hidden_act other than silu ("<family> checkpoints use \"silu\""), use_sliding_window (the
 // message names `attention`, e.g. "bidirectional full attention only"), a non-null rope_scaling.
-void reject_unsupported_hf_settings(const ConfigReader& r, const nlohmann::json& cfg, const std::string& family,
-                                    const std::string& attention);
+void reject_unsupported_hf_settings(const ConfigReader& r, const nlohmann::json& cfg,
+                                    const std::string& family, const std::string& attention);
 // mask / eos / pad / bos ids that lie past the vocabulary, naming the config.json field.
 void check_special_ids_in_vocab(const ConfigReader& r, const ModelInfo& m);
 
 // config.json's rope_theta (default 10000) and rms_norm_eps (default `default_eps`) into `config`, checked as
 // doubles so that a value outside float's range names the field instead of reaching the narrowing conversion.
 void read_rope_theta_and_rms_eps(const ConfigReader& r, double default_eps, TransformerConfig& config);
+
+// The Hugging Face causal-LM config.json (Qwen2ForCausalLM, Qwen3ForCausalLM, LlamaForCausalLM): the standard
+// sizes, rope_theta / rms_norm_eps, tie_word_embeddings, and the special ids: bos / eos / pad from
+// config.json, else generation_config.json; eog_ids = eos, every id of generation_config's eos_token_id list
+// and the tokenizer.json added tokens named in `eog_texts` (eot_id the first of those found). `architecture`
+// is the registry name; `label` names the family in messages.
+TransformerConfig parse_causal_lm_config(const Checkpoint& ckpt, const std::string& architecture,
+                                         double default_eps, const std::vector<std::string>& eog_texts);
 
 // Special-token ids not in config.json, looked up by content in the directory's tokenizer.json added_tokens.
 std::optional<int64_t> find_added_token(const std::string& model_dir,

@@ -10,6 +10,7 @@
 // ones as Linear; kDequantize dequantises everything once, here, into the Linear's packed weights; kQ8 puts
 // every matrix in 8 bits. An 8-bit token_embd stays 8-bit as the embedding table too (one copy when the head
 // is tied to it).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -330,8 +331,11 @@ std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
                                                  std::to_string(m.head_dim) + "]");
     c.rotary_dim = static_cast<int64_t>(*rot);
   }
-  if (auto causal = f.find_bool(a + "attention.causal"); causal && *causal)
-    f.fail_key(a + "attention.causal", "= true is not supported (diffusion models attend bidirectionally)");
+  m.autoregressive = fam->autoregressive;
+  if (auto causal = f.find_bool(a + "attention.causal"); causal && *causal != fam->autoregressive)
+    f.fail_key(a + "attention.causal",
+               fam->autoregressive ? "= false is not supported (" + arch + " models attend causally)"
+                                   : "= true is not supported (diffusion models attend bidirectionally)");
   m.ffn_hidden = positive(f, a + "feed_forward_length");
   m.max_seq_len = f.has(a + "context_length") ? positive(f, a + "context_length") : 4096;
   const double theta = f.find_float(a + "rope.freq_base").value_or(10000.0);
@@ -381,9 +385,9 @@ std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
                         std::to_string(m.vocab_size) + ")");
     return static_cast<int32_t>(v);
   };
-  if (!f.has("tokenizer.ggml.mask_token_id") && !fam->default_mask_id)
+  if (!f.has("tokenizer.ggml.mask_token_id") && !fam->default_mask_id && !fam->autoregressive)
     f.fail_key("tokenizer.ggml.mask_token_id", "is missing (a diffusion model needs its [MASK] id)");
-  m.mask_id = id("mask_token_id", fam->default_mask_id.value_or(-1));
+  m.mask_id = fam->autoregressive ? -1 : id("mask_token_id", fam->default_mask_id.value_or(-1));
   if (m.mask_id >= m.vocab_size && fam->mask_id_may_be_absent && !f.has("tokenizer.ggml.mask_token_id"))
     m.mask_id = -1;
   if (m.mask_id >= m.vocab_size)
@@ -396,6 +400,17 @@ std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
   if (m.eot_id < 0 && tok)
     for (size_t i = 0; i < tok->tokens.size() && static_cast<int64_t>(i) < m.vocab_size; ++i)
       if (tok->tokens[i] == fam->eot_text) m.eot_id = static_cast<int32_t>(i);
+  // End of generation: EOS, EOT and the vocabulary entries llama.cpp also treats as such.
+  auto add_eog = [&](int64_t v) {
+    if (v >= 0 && v < m.vocab_size && std::find(m.eog_ids.begin(), m.eog_ids.end(), v) == m.eog_ids.end())
+      m.eog_ids.push_back(static_cast<int32_t>(v));
+  };
+  add_eog(m.eos_id);
+  add_eog(m.eot_id);
+  if (tok)
+    for (size_t i = 0; i < tok->tokens.size() && static_cast<int64_t>(i) < m.vocab_size; ++i)
+      for (const auto& text : fam->eog_texts)
+        if (tok->tokens[i] == text) add_eog(static_cast<int64_t>(i));
   m.shift_logits = f.find_bool("diffusion.shift_logits").value_or(fam->shift_logits);
   c.tied_head = !f.find_tensor(head_name);  // llama.cpp ties the head to token_embd when output is absent
 
@@ -445,6 +460,14 @@ std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
         *layer_vector(L, spec.role) = take.vector(name, shape);
       }
     }
+  }
+  // Llama 3.1's rope_scaling as llama.cpp's converter stores it: pair j's frequency divided by rope_freqs[j].
+  if (take.has("rope_freqs.weight")) {
+    c.rope_freq_factors =
+        take.vector("rope_freqs.weight", {(c.rotary_dim > 0 ? c.rotary_dim : m.head_dim) / 2});
+    for (float v : c.rope_freq_factors)
+      if (!(v > 0) || !std::isfinite(v))
+        fail(path, ": tensor 'rope_freqs.weight' holds ", v, " (frequency factors must be > 0 and finite)");
   }
   w.final_norm = take.vector(find_spec(*fam, TensorRole::kOutputNorm).gguf, {d});
   if (c.tied_head && w.embedding_q8)

@@ -17,7 +17,8 @@ Transformer::Transformer(TransformerConfig config, std::unique_ptr<Checkpoint> c
     : config_(std::move(config)),
       checkpoint_(std::move(checkpoint)),
       weights_(std::move(weights)),
-      rope_(config_.rotary_dim > 0 ? config_.rotary_dim : config_.info.head_dim, config_.rope_theta, 512) {}
+      rope_(config_.rotary_dim > 0 ? config_.rotary_dim : config_.info.head_dim, config_.rope_theta, 512,
+            config_.rope_freq_factors) {}
 
 void Transformer::embed(std::span<const int32_t> tokens, float* out) const {
   const int64_t d = config_.info.d_model;

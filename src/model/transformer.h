@@ -2,10 +2,10 @@
 //   x = embed(tokens)
 //   per layer: x += o(attn(rope(qnorm(q(norm(x)))), rope(knorm(k(norm(x)))), v(norm(x))));  x += ffn(norm(x))
 //   logits = head(norm(x))
-// with ffn = down(silu(gate(h)) * up(h)), or on mixture-of-experts layers the routed experts' weighted sum plus
-// the shared expert. Optional parts: q/k biases (Dream), per-head q/k RMSNorm (LLaDA2, SDAR), partial RoPE
-// (LLaDA2), block-causal attention (ForwardInput::attention_block). A family description (model/family.h,
-// model/families/) maps its config.json and tensor names onto this.
+// with ffn = down(silu(gate(h)) * up(h)), or on mixture-of-experts layers the routed experts' weighted sum
+// plus the shared expert. Optional parts: q/k biases (Dream), per-head q/k RMSNorm (LLaDA2, SDAR), partial
+// RoPE (LLaDA2), block-causal attention (ForwardInput::attention_block). A family description
+// (model/family.h, model/families/) maps its config.json and tensor names onto this.
 #pragma once
 
 #include <memory>
@@ -27,7 +27,11 @@ struct TransformerConfig {
   bool qkv_bias = false;
   bool tied_head = false;  // the head is the embedding table
   bool qk_norm = false;    // RMSNorm over head_dim on each q and k head, before RoPE (weights [head_dim])
-  int64_t rotary_dim = 0;  // < head_dim: partial RoPE on the first rotary_dim values of each head; 0 = head_dim
+  int64_t rotary_dim =
+      0;  // < head_dim: partial RoPE on the first rotary_dim values of each head; 0 = head_dim
+  // Per rotated pair j: its frequency is divided by rope_freq_factors[j] (Llama 3.1's rope_scaling
+  // "llama3"; llama.cpp's rope_freqs tensor). Empty = plain RoPE.
+  std::vector<float> rope_freq_factors;
 
   // Mixture of experts (LLaDA2 / Ling 2.0). Layers >= first_dense_layers route each token to `used` of
   // `experts` SwiGLU experts of width expert_ffn (plus `shared` always-on experts fused into one MLP of width
@@ -45,21 +49,21 @@ struct TransformerConfig {
 
 // The routed experts of one mixture-of-experts layer and their router.
 struct MoeWeights {
-  MatMul router;                     // (experts, d), run in f32
-  std::vector<float> expert_bias;    // (experts), empty when the family has none
-  std::vector<MatMul> gate, up;      // per expert (expert_ffn, d)
-  std::vector<MatMul> down;          // per expert (d, expert_ffn)
-  MatMul shared_gate, shared_up;     // (shared * expert_ffn, d); absent when no shared expert
-  MatMul shared_down;                // (d, shared * expert_ffn)
+  MatMul router;                   // (experts, d), run in f32
+  std::vector<float> expert_bias;  // (experts), empty when the family has none
+  std::vector<MatMul> gate, up;    // per expert (expert_ffn, d)
+  std::vector<MatMul> down;        // per expert (d, expert_ffn)
+  MatMul shared_gate, shared_up;   // (shared * expert_ffn, d); absent when no shared expert
+  MatMul shared_down;              // (d, shared * expert_ffn)
 };
 
 struct LayerWeights {
   std::vector<float> attn_norm, ffn_norm;  // (d_model)
   // Each matrix is an f32/bf16 Linear or 8-bit Q8_0 weights (MatMul); the loaders assign either.
-  MatMul q, k, v;                          // (n_heads*hd, d), (n_kv_heads*hd, d), (n_kv_heads*hd, d)
+  MatMul q, k, v;                             // (n_heads*hd, d), (n_kv_heads*hd, d), (n_kv_heads*hd, d)
   std::vector<float> q_bias, k_bias, v_bias;  // empty when the family has no qkv bias
   MatMul o;                                   // (d, n_heads*hd)
-  std::vector<float> q_norm, k_norm;           // (head_dim), with TransformerConfig::qk_norm
+  std::vector<float> q_norm, k_norm;          // (head_dim), with TransformerConfig::qk_norm
   MatMul gate, up;                            // (ffn_hidden, d); dense layers
   MatMul down;                                // (d, ffn_hidden)
   std::unique_ptr<MoeWeights> moe;            // mixture-of-experts layers instead of gate/up/down
@@ -96,8 +100,8 @@ class Transformer final : public Model {
   const TransformerConfig& config() const { return config_; }
 
   // What the mixture-of-experts layers did since reset (for `dllm bench`): expert matmuls run (one per chosen
-  // (layer, expert) pair and forward), the bytes of those experts' weights, the multiply-adds x2 on them, and the
-  // time in the routed experts (gather, three matmuls, weighted scatter) when KernelProfile is on.
+  // (layer, expert) pair and forward), the bytes of those experts' weights, the multiply-adds x2 on them, and
+  // the time in the routed experts (gather, three matmuls, weighted scatter) when KernelProfile is on.
   struct MoeStats {
     int64_t experts_run = 0;
     double expert_bytes = 0, expert_flops = 0, expert_seconds = 0;

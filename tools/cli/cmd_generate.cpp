@@ -1,4 +1,5 @@
 // `dllm generate`: denoise a completion for one or more prompts.
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -28,15 +29,51 @@ struct GenerateOptions {
   bool json = false;
   bool quiet = false;
   bool visual = false;
+  std::vector<std::string> stop;  // autoregressive models: stop strings
   GenerateParams params;
   DenoiseFlags denoise;
 };
 
-// The answer as text: up to the first EOS / EOT (the canvas is padded with them), special tokens skipped.
+// The answer as text: up to the first EOS / EOT / end-of-generation id (a diffusion canvas is padded with
+// them), special tokens skipped.
 std::string answer_text(const Tokenizer& tok, const ModelInfo& info, const std::vector<int32_t>& ids) {
+  auto ends = [&](int32_t id) {
+    return id == info.eos_id || id == info.eot_id ||
+           std::find(info.eog_ids.begin(), info.eog_ids.end(), id) != info.eog_ids.end();
+  };
   size_t end = 0;
-  while (end < ids.size() && ids[end] != info.eos_id && ids[end] != info.eot_id) ++end;
+  while (end < ids.size() && !ends(ids[end])) ++end;
   return tok.decode(std::span<const int32_t>(ids.data(), end), /*skip_special_tokens=*/true);
+}
+
+// `text` cut before the first of the stop strings it contains; *stopped says whether there was one.
+std::string cut_at_stop(std::string text, const std::vector<std::string>& stops, bool* stopped) {
+  size_t at = std::string::npos;
+  for (const auto& s : stops)
+    if (!s.empty()) at = std::min(at, text.find(s));
+  if (stopped) *stopped = at != std::string::npos;
+  if (at != std::string::npos) text.resize(at);
+  return text;
+}
+
+// How much of a growing text can be printed now: not a trailing incomplete UTF-8 sequence, nor a tail that
+// may be the start of a stop string.
+size_t printable_prefix(const std::string& text, const std::vector<std::string>& stops) {
+  size_t safe = text.size();
+  size_t lead = safe;
+  while (lead > 0 && (static_cast<unsigned char>(text[lead - 1]) & 0xC0) == 0x80) --lead;
+  if (lead > 0) {
+    const auto c = static_cast<unsigned char>(text[lead - 1]);
+    const size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+    if (safe - (lead - 1) < need) safe = lead - 1;
+  }
+  for (const auto& s : stops)
+    for (size_t k = s.empty() ? 0 : std::min(s.size() - 1, safe); k > 0; --k)
+      if (text.compare(safe - k, k, s, 0, k) == 0) {
+        safe -= k;
+        break;
+      }
+  return safe;
 }
 
 // Text prompts -> ids with the model's tokenizer, through the chat template when there is one (--chat).
@@ -82,14 +119,38 @@ void run_generate(const GenerateOptions& o) {
   apply_denoise_flags(o.denoise, params);
 
   auto model = load_model_or_throw(o.model, parse_dtype(o.dtype), o.threads, o.quiet || o.json);
+  const bool autoregressive = model->info().autoregressive;
+  if (!o.stop.empty() && !autoregressive)
+    fail("--stop applies to autoregressive models (a diffusion canvas is not written left to right)");
+  if (!o.stop.empty() && !have_tokenizer) fail("--stop needs the model's tokenizer to read the text");
+  if (autoregressive && o.visual) fail("--visual shows a denoising canvas; this model is autoregressive");
   const bool progress = !o.json && !o.quiet && stderr_is_terminal();
   const int64_t steps = params.steps > 0 ? params.steps : params.gen_length;
   StepCallback on_step;
   if (progress)
     on_step = [&](const StepEvent& ev) {
-      std::fprintf(stderr, "\rdenoising: forward %lld / %lld", static_cast<long long>(ev.forwards),
-                   static_cast<long long>(steps));
+      std::fprintf(stderr, "\r%s: forward %lld / %lld", autoregressive ? "decoding" : "denoising",
+                   static_cast<long long>(ev.forwards), static_cast<long long>(steps));
       return true;
+    };
+  // Autoregressive models: the text streams to stdout as tokens arrive, one row at a time; a --stop string
+  // ends its row and is not printed.
+  const bool stream = autoregressive && have_tokenizer && !o.json;
+  size_t printed = 0;  // bytes of the current row's text already on stdout
+  if (autoregressive && have_tokenizer && (stream || !o.stop.empty()))
+    on_step = [&](const StepEvent& ev) {
+      bool stopped = false;
+      const std::string text =
+          cut_at_stop(answer_text(tok, model->info(), ev.canvas->at(0)), o.stop, &stopped);
+      if (stream) {
+        const size_t safe = stopped ? text.size() : printable_prefix(text, o.stop);
+        if (safe > printed) {
+          std::fwrite(text.data() + printed, 1, safe - printed, stdout);
+          std::fflush(stdout);
+          printed = safe;
+        }
+      }
+      return !stopped;
     };
   // --visual: the canvas redrawn in place each step, then the final text (plain output when not a terminal).
   std::optional<server::TextCodec> codec;
@@ -102,10 +163,33 @@ void run_generate(const GenerateOptions& o) {
       return true;
     };
   }
-  auto result = generate(*model, prompts, params, on_step).value();
-  if (progress && !view) std::fprintf(stderr, "\r\033[K");
+  // Autoregressive models run one row at a time, so that a --stop string ends its own row only; a streamed
+  // row ends with what was held back (a partial UTF-8 sequence, a prefix of a stop string) and a newline.
+  GenerateResult result;
+  if (autoregressive) {
+    for (const auto& prompt : prompts) {
+      printed = 0;
+      auto one = generate(*model, {prompt}, params, on_step).value();
+      result.outputs.push_back(one.outputs.at(0));
+      result.forwards += one.forwards;
+      result.seconds += one.seconds;
+      if (stream) {
+        const std::string text =
+            cut_at_stop(answer_text(tok, model->info(), one.outputs[0]), o.stop, nullptr);
+        std::printf("%s\n", text.substr(std::min(printed, text.size())).c_str());
+        std::fflush(stdout);
+      }
+    }
+  } else {
+    result = generate(*model, prompts, params, on_step).value();
+  }
+  if (progress && !view && !stream) std::fprintf(stderr, "\r\033[K");
   if (view) view->erase();
-  const double tokens = static_cast<double>(prompts.size() * params.gen_length);
+  double tokens = static_cast<double>(prompts.size() * params.gen_length);
+  if (autoregressive) {  // what was decoded, up to each row's stop
+    tokens = 0;
+    for (const auto& row : result.outputs) tokens += static_cast<double>(row.size());
+  }
   const double tps = result.seconds > 0 ? tokens / result.seconds : 0;
   if (o.json) {
     nlohmann::json out = {{"outputs", result.outputs},
@@ -115,12 +199,15 @@ void run_generate(const GenerateOptions& o) {
     if (!result.canvases.empty()) out["canvas"] = result.canvases;  // block-diffusion loops
     if (have_tokenizer) {
       out["texts"] = nlohmann::json::array();
-      for (const auto& row : result.outputs) out["texts"].push_back(answer_text(tok, model->info(), row));
+      for (const auto& row : result.outputs) {
+        out["texts"].push_back(cut_at_stop(answer_text(tok, model->info(), row), o.stop, nullptr));
+      }
     }
     std::printf("%s\n", out.dump().c_str());
     return;
   }
   for (const auto& row : result.outputs) {
+    if (stream) break;  // already printed as it was decoded
     if (view) {
       std::printf("%s\n", server::PrefixStream(*codec, {}).advance(row, /*final=*/true).c_str());
       continue;
@@ -140,7 +227,10 @@ void run_generate(const GenerateOptions& o) {
 
 void setup(CLI::App& app) {
   auto o = std::make_shared<GenerateOptions>();
-  auto* cmd = app.add_subcommand("generate", "Generate a completion by denoising a masked canvas");
+  auto* cmd =
+      app.add_subcommand("generate",
+                         "Generate a completion: denoise a masked canvas (diffusion models) or decode "
+                         "token by token (autoregressive models: qwen2, qwen3, llama)");
   cmd->add_option("-m,--model", o->model, "Model directory (Hugging Face layout) or .gguf file")
       ->capture_default_str();
   cmd->add_option("--tokenizer", o->tokenizer,
@@ -154,7 +244,9 @@ void setup(CLI::App& app) {
       "--prompt-ids", o->prompt_ids,
       "Prompt token ids, comma separated; repeat the flag for a batch (rows are left-padded to equal "
       "length with the pad id, as the reference does)");
-  cmd->add_option("--gen-length", o->params.gen_length, "Number of tokens to generate")
+  cmd->add_option("--gen-length,--max-tokens", o->params.gen_length,
+                  "Number of tokens to generate (autoregressive models: the most; they stop at an "
+                  "end-of-generation id)")
       ->capture_default_str();
   cmd->add_option("--block-length", o->params.block_length,
                   "Semi-autoregressive block length (0 = gen-length: one block; block-diffusion models: the "
@@ -188,6 +280,9 @@ void setup(CLI::App& app) {
                 "Print one JSON object: {outputs: [[ids] per row], forwards, seconds, tokens_per_second} "
                 "(block-diffusion "
                 "models: also canvas, each row's whole final canvas, prompt and mask ids included)");
+  cmd->add_option(
+      "--stop", o->stop,
+      "Autoregressive models: end the answer before this text (repeatable); printed text stops there");
   cmd->add_flag("-q,--quiet", o->quiet, "No status lines on stderr");
   cmd->add_flag(
       "--visual", o->visual,

@@ -101,11 +101,11 @@ std::shared_ptr<Model> load_model_or_throw(const std::string& path, Precision pr
     const auto& i = model->info();
     std::fprintf(
         stderr,
-        "dllm: %s (%s, %.1fM params, %lld layers, d=%lld, vocab %lld), %d threads, loaded in %.2f s\n"
+        "dllm: %s (%s, %s, %.1fM params, %lld layers, d=%lld, vocab %lld), %d threads, loaded in %.2f s\n"
         "dllm: precision %s%s (%s)\n",
-        path.c_str(), i.architecture.c_str(), i.n_params / 1e6, static_cast<long long>(i.n_layers),
-        static_cast<long long>(i.d_model), static_cast<long long>(i.vocab_size), omp_get_max_threads(), secs,
-        dtype_label(i.precision).c_str(),
+        path.c_str(), i.architecture.c_str(), i.autoregressive ? "autoregressive" : "diffusion",
+        i.n_params / 1e6, static_cast<long long>(i.n_layers), static_cast<long long>(i.d_model),
+        static_cast<long long>(i.vocab_size), omp_get_max_threads(), secs, dtype_label(i.precision).c_str(),
         i.precision == Precision::kBF16 && !bf16_matmul_supported()
             ? ": 16-bit weights, f32 products (this CPU has no AVX512_BF16)"
             : "",

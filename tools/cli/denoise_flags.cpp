@@ -36,10 +36,13 @@ void add_denoise_flags(CLI::App* cmd, GenerateParams& p, DenoiseFlags& f) {
   cmd->add_option("--alg-temp", p.alg_temp, "> 0: draw positions by multinomial(softmax(score / alg_temp))")
       ->capture_default_str();
   cmd->add_option("--eps", p.eps, "Dream's last timestep (linspace(1, eps, steps+1))")->capture_default_str();
-  cmd->add_option("--top-k", p.top_k,
-                  "Dream: keep the top k logits (-1 = the reference's effective 50; 0 = no filter)")
+  cmd->add_option(
+         "--top-k", p.top_k,
+         "Dream and autoregressive models: keep the top k logits (Dream: -1 = the reference's effective "
+         "50; 0 = no filter; autoregressive: <= 0 = no filter)")
       ->capture_default_str();
-  cmd->add_option("--top-p", p.top_p, "Dream: nucleus filter (1 = off)")->capture_default_str();
+  cmd->add_option("--top-p", p.top_p, "Dream and autoregressive models: nucleus filter (1 = off)")
+      ->capture_default_str();
   add_axis(cmd, sampler_axis(), f, "; default: the family's (LLaDA: gumbel; Dream: categorical)");
   add_axis(cmd, cache_axis(), f, "; default: none (block-diffusion models, LLaDA2 / SDAR: block)");
   // Block-diffusion loops (LLaDA2.x, SDAR; docs/denoising.md "Block diffusion").

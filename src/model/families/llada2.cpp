@@ -45,8 +45,8 @@ TransformerConfig parse_config(const Checkpoint& ckpt) {
     r.fail_field("partial_rotary_factor", "must be in (0, 1], got " + std::to_string(partial));
   c.rotary_dim = static_cast<int64_t>(static_cast<double>(m.head_dim) * partial);  // int(), as the reference
   if (c.rotary_dim <= 0 || c.rotary_dim % 2 != 0)
-    r.fail_field("partial_rotary_factor",
-                 "gives a rotary dimension of " + std::to_string(c.rotary_dim) + ", which must be even and > 0");
+    r.fail_field("partial_rotary_factor", "gives a rotary dimension of " + std::to_string(c.rotary_dim) +
+                                              ", which must be even and > 0");
   m.block_size = 32;  // the official generate()'s block_length
 
   if (auto experts = r.optional_int("num_experts"); experts && *experts > 0) {
@@ -62,16 +62,17 @@ TransformerConfig parse_config(const Checkpoint& ckpt) {
     moe.expert_bias = r.optional_bool("moe_router_enable_expert_bias").value_or(true);
     moe.normalize = true;  // the sigmoid router normalises whenever used > 1, whatever norm_topk_prob says
     const double scale = r.optional_number("routed_scaling_factor").value_or(1.0);
-    if (!(scale > 0) || !std::isfinite(scale)) r.fail_field("routed_scaling_factor", "must be > 0 and finite");
+    if (!(scale > 0) || !std::isfinite(scale))
+      r.fail_field("routed_scaling_factor", "must be > 0 and finite");
     moe.routed_scale = static_cast<float>(scale);
     if (moe.used > moe.experts)
-      r.fail_field("num_experts_per_tok", "= " + std::to_string(moe.used) + " exceeds num_experts = " +
-                                              std::to_string(moe.experts));
+      r.fail_field("num_experts_per_tok",
+                   "= " + std::to_string(moe.used) + " exceeds num_experts = " + std::to_string(moe.experts));
     if (moe.shared < 0) r.fail_field("num_shared_experts", "must be >= 0");
     if (moe.first_dense_layers < 0) r.fail_field("first_k_dense_replace", "must be >= 0");
     if (moe.groups <= 0 || moe.experts % moe.groups != 0)
-      r.fail_field("n_group", "= " + std::to_string(moe.groups) + " must divide num_experts = " +
-                                  std::to_string(moe.experts));
+      r.fail_field("n_group", "= " + std::to_string(moe.groups) +
+                                  " must divide num_experts = " + std::to_string(moe.experts));
     if (moe.groups_used <= 0 || moe.groups_used > moe.groups)
       r.fail_field("topk_group", "= " + std::to_string(moe.groups_used) + " must be in [1, n_group]");
     if (moe.groups > 1 && moe.experts / moe.groups < 2)
@@ -112,10 +113,12 @@ const Family& llada2_family() {
               {TensorRole::kOutputNorm, "model.norm.weight", "output_norm.weight"},
               {TensorRole::kHead, "lm_head.weight", "output.weight"},
               {TensorRole::kAttnNorm, "model.layers.{}.input_layernorm.weight", "blk.{}.attn_norm.weight"},
-              {TensorRole::kQKV, "model.layers.{}.attention.query_key_value.weight", "blk.{}.attn_qkv.weight"},
+              {TensorRole::kQKV, "model.layers.{}.attention.query_key_value.weight",
+               "blk.{}.attn_qkv.weight"},
               {TensorRole::kQNorm, "model.layers.{}.attention.query_layernorm.weight",
                "blk.{}.attn_q_norm.weight"},
-              {TensorRole::kKNorm, "model.layers.{}.attention.key_layernorm.weight", "blk.{}.attn_k_norm.weight"},
+              {TensorRole::kKNorm, "model.layers.{}.attention.key_layernorm.weight",
+               "blk.{}.attn_k_norm.weight"},
               {TensorRole::kAttnOut, "model.layers.{}.attention.dense.weight", "blk.{}.attn_output.weight"},
               {TensorRole::kFfnNorm, "model.layers.{}.post_attention_layernorm.weight",
                "blk.{}.ffn_norm.weight"},

@@ -1,5 +1,6 @@
-// The sampler's random source: seeded, reproducible across runs and thread counts. (It cannot reproduce torch's
-// CPU RNG stream, so seeded sampling matches the reference in distribution, not token for token.)
+// The samplers' random source (denoising and autoregressive decoding): seeded, reproducible across runs and
+// thread counts. (It cannot reproduce torch's CPU RNG stream, so seeded sampling matches the reference in
+// distribution, not token for token.)
 #pragma once
 
 #include <cstdint>

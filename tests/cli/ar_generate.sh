@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# `dllm generate` on autoregressive models end to end: text in, streamed text out (plain output equals --json's
+# texts), the HF directory and the llama.cpp GGUF give the same ids, --stop cuts the text before the stop
+# string, and diffusion-only flags are errors that name the flag.
+#
+#   tests/cli/ar_generate.sh PATH/TO/dllm REPO_ROOT
+set -euo pipefail
+bin=$1
+root=$2
+ar=$root/tests/data/oracle/ar
+checked=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+strip() { sed 's/"seconds":[^,}]*//; s/"tokens_per_second":[^,}]*//' <<<"$1"; }
+
+for m in qwen2 qwen3 llama3; do
+  hf=$ar/models/${m}_tiny
+  gguf=$ar/gguf/${m}_tiny_f32.gguf
+  json_hf=$("$bin" generate -q --json -m "$hf" -p "the cat sat" --max-tokens 12)
+  json_gguf=$("$bin" generate -q --json -m "$gguf" -p "the cat sat" --max-tokens 12)
+  [ "$(strip "$json_hf")" = "$(strip "$json_gguf")" ] || { echo "FAIL $m: HF and GGUF differ: $json_hf / $json_gguf"; exit 1; }
+  grep -q '"outputs":\[\[[0-9]' <<<"$json_hf" || { echo "FAIL $m: no outputs: $json_hf"; exit 1; }
+  # The streamed plain text is the JSON's text.
+  plain=$("$bin" generate -q -m "$hf" -p "the cat sat" --max-tokens 12)
+  want=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["texts"][0])' "$json_hf")
+  [ "$plain" = "$want" ] || { echo "FAIL $m: streamed text '$plain' != JSON text '$want'"; exit 1; }
+  # --stop: the answer ends before the first occurrence of a character it contains.
+  if [ ${#want} -ge 3 ]; then
+    stop=${want:2:1}
+    cut=$("$bin" generate -q -m "$hf" -p "the cat sat" --max-tokens 12 --stop "$stop")
+    expect=${want%%"$stop"*}
+    [ "$cut" = "$expect" ] || { echo "FAIL $m: --stop '$stop' gave '$cut', want '$expect'"; exit 1; }
+  fi
+  checked=$((checked + 1))
+done
+
+if "$bin" generate -q -m "$ar/models/qwen2_tiny" -p hi --steps 4 2>"$tmp/err.txt" >/dev/null; then
+  echo "FAIL: --steps on an autoregressive model was accepted"; exit 1
+fi
+err=$(cat "$tmp/err.txt")
+grep -q "steps (--steps) applies to diffusion models only" <<<"$err" || { echo "FAIL: unclear error: $err"; exit 1; }
+[ $checked -eq 3 ] || { echo "FAIL: $checked models checked"; exit 1; }
+echo "ar_generate: $checked models"
