@@ -68,11 +68,11 @@ class KvCache;  // per-layer keys/values of a sequence (src/cache/kv_cache.h); o
 
 // What a forward does with a KvCache.
 enum class CacheOp {
-  kNone,   // no cache
-  kStore,  // tokens are whole rows: run as usual and store every position's K/V (and validity) in the cache
-  kReuse,  // tokens are positions [cache_offset, cache_offset + seq_len) of the cached rows: their K/V is
-           // computed, written over the cache, and their queries attend to every cached position (the rest
-           // come from cache)
+  kNone,    // no cache
+  kStore,   // tokens are whole rows: run as usual and store every position's K/V (and validity) in the cache
+  kReuse,   // tokens are positions [cache_offset, cache_offset + seq_len) of the cached rows: their K/V is
+            // computed, written over the cache, and their queries attend to every cached position (the rest
+            // come from cache)
   kExtend,  // the exact block cache: tokens continue the cached rows (positions cache->seq_len + i); their
             // queries attend to every cached position and to this call's tokens (under attention_block); then
             // the K/V of the first `cache_append` tokens is appended to the cache. An empty cache is a
@@ -247,6 +247,35 @@ struct GenerateResult {
 
 Expected<GenerateResult> generate(Model& model, const std::vector<std::vector<int32_t>>& prompts,
                                   const GenerateParams& params, const StepCallback& on_step = {});
+
+// Speculative decoding with a diffusion drafter (docs/hybrid.md): the diffusion model denoises `tokens`
+// masked positions after the current text in `steps` denoising steps (each step commits the most confident
+// masked positions, the last step all); the autoregressive model scores the drafted block in one forward and
+// keeps the longest prefix it agrees with, plus one token of its own. Greedy (temperature 0): the output is
+// the autoregressive model's own greedy output. Sampling: each drafted token is accepted with probability
+// min(1, p/q) and a rejected one replaced by a draw from max(0, p - q) renormalised, so the output follows
+// the autoregressive model's distribution; this needs drafts drawn in one step (steps = 1).
+struct DraftParams {
+  int64_t tokens = 8;  // k: positions drafted per round
+  int64_t steps = 1;   // denoising steps per draft
+};
+struct SpeculativeStats {
+  int64_t rounds = 0, drafted = 0, accepted = 0;  // accepted: drafted tokens the verifier kept
+  int64_t draft_forwards = 0, verify_forwards = 0;
+  double draft_seconds = 0, verify_seconds = 0;
+  double mean_accepted() const {
+    return rounds ? static_cast<double>(accepted) / static_cast<double>(rounds) : 0;
+  }
+};
+// `verifier` is autoregressive, `drafter` a (non-block) diffusion model with the same vocabulary size; params
+// as for generate() on the verifier (gen_length, temperature, top_k, top_p, seed, stop_ids). The caller
+// checks that the two tokenizers agree (the CLI and server compare the vocabularies). StepEvents as for
+// autoregressive generate(), one per accepted token.
+Expected<GenerateResult> generate_speculative(Model& verifier, Model& drafter,
+                                              const std::vector<std::vector<int32_t>>& prompts,
+                                              const GenerateParams& params, const DraftParams& draft,
+                                              const StepCallback& on_step = {},
+                                              SpeculativeStats* stats = nullptr);
 
 // Infilling (docs/denoising.md "Infilling"): each row is a whole canvas, e.g. prefix + N mask ids + suffix,
 // with any number of masked spans anywhere; every position attends to both sides, and only the masked

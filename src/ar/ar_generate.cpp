@@ -11,10 +11,6 @@
 
 namespace dllm {
 
-namespace {
-
-// Settings that only mean something to a denoising loop: given to an autoregressive model they are an error,
-// not silently ignored.
 void reject_diffusion_settings(const ModelInfo& info, const GenerateParams& p) {
   const std::string what = info.architecture + " is autoregressive: ";
   auto reject = [&](bool set, const char* name) {
@@ -34,8 +30,6 @@ void reject_diffusion_settings(const ModelInfo& info, const GenerateParams& p) {
   if (p.temperature < 0) fail("temperature must be >= 0, got ", p.temperature);
   if (!(p.top_p > 0) || p.top_p > 1) fail("top_p must be in (0, 1], got ", p.top_p);
 }
-
-}  // namespace
 
 std::vector<int32_t> autoregressive_stop_ids(const ModelInfo& info, const GenerateParams& params) {
   if (params.stop_ids) return *params.stop_ids;

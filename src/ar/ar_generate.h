@@ -14,6 +14,10 @@ namespace dllm {
 GenerateResult generate_autoregressive(Model& model, const std::vector<std::vector<int32_t>>& prompts,
                                        const GenerateParams& params, const StepCallback& on_step);
 
+// Settings that only mean something to a denoising loop (steps, block_length, cfg_scale, the strategy axes,
+// ...) are an error for an autoregressive model, not silently ignored; so are out-of-range sampling values.
+void reject_diffusion_settings(const ModelInfo& info, const GenerateParams& params);
+
 // The ids that end a row: params.stop_ids when given, else the model's eog_ids (EOS / EOT when that is
 // empty).
 std::vector<int32_t> autoregressive_stop_ids(const ModelInfo& info, const GenerateParams& params);
