@@ -10,6 +10,7 @@ const Family& llada_family();  // families/llada.cpp
 const Family& dream_family();  // families/dream.cpp
 const Family& llada2_family();  // families/llada2.cpp
 const Family& sdar_family();    // families/sdar.cpp
+const Family& llada_moe_family();  // families/llada_moe.cpp
 
 const std::vector<const Family*>& families() {
   static const std::vector<const Family*> kFamilies = {
@@ -17,6 +18,7 @@ const std::vector<const Family*>& families() {
       &dream_family(),
       &llada2_family(),
       &sdar_family(),
+      &llada_moe_family(),
   };
   return kFamilies;
 }
