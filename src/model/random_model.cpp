@@ -75,6 +75,10 @@ const std::vector<ModelShape>& known_shapes() {
            "norm_topk_prob": false, "qk_layernorm": true, "vocab_size": 157184, "rope_theta": 50000,
            "rms_norm_eps": 1e-05, "tie_word_embeddings": false, "mask_token_id": 156895,
            "eos_token_id": 156892, "pad_token_id": 156892, "max_position_embeddings": 8192})"},
+      {"llada-moe-tiny", "llada-moe",
+       R"({"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "expert_intermediate_size": 32,
+           "num_experts": 8, "num_experts_per_tok": 2, "moe_layer_freq": [1, 1], "vocab_size": 512,
+           "rope_theta": 50000, "mask_token_id": 503, "eos_token_id": 500})"},
   };
   return kShapes;
 }
