@@ -115,10 +115,10 @@ class Model {
 enum class Remasking { kLowConfidence, kRandom };
 
 // Which masked positions are revealed first (docs/denoising.md). kDefault: the family's (LLaDA: `remasking`;
-// Dream: `alg`).
-// SDAR's remasking strategies (block-diffusion loops only): kSequential left to right; kLowConfidenceStatic
-// the most confident, a fixed count per step; kLowConfidenceDynamic all above the threshold, else the most
-// confident.
+// Dream: `alg`); under Transfer::kLlamaCli kSequential (llama-diffusion-cli's deterministic --top-k 1).
+// kSequential: left to right (SDAR's remasking, and llama-diffusion-cli with --top-k 1, where every
+// confidence is 1). SDAR's other strategies (block-diffusion loops only): kLowConfidenceStatic the most
+// confident, a fixed count per step; kLowConfidenceDynamic all above the threshold, else the most confident.
 enum class Unmask {
   kDefault,
   kConfidence,
@@ -138,6 +138,13 @@ enum class Transfer {
   kTimestepBernoulli,  // Dream alg=origin: each masked position independently with probability 1 - s/t
   kThreshold,          // Fast-dLLM: the best position plus every one with confidence >= threshold
   kFactor,             // Fast-dLLM: the largest n with (n+1)(1 - c_n) < factor (at least one)
+  // llama.cpp's llama-diffusion-cli. With block_length > 0: blocks of block_length counted over prompt +
+  // gen_length (which must be a multiple of it) but starting at the prompt's end, so the last may be short
+  // and trailing ones empty; steps / ((prompt + gen_length) / block_length) per block, masked // steps per
+  // step, the remainder first; only the block's masks are candidates. With block_length 0: every mask is a
+  // candidate, k = (int)(masked * (1 - s/t)), t = 1 - step/steps * (1 - eps) in f32, all on the last step.
+  // Every step is a forward, also one that finds its block without a mask (which then ends the block).
+  kLlamaCli,
 };
 // Which token a masked position takes (the token rule). kDefault: the family's.
 enum class Sampler {

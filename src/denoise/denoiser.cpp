@@ -33,6 +33,10 @@ bool adaptive(Transfer t) {
 GenerateParams effective_params(const ModelInfo& info, const std::vector<std::vector<int32_t>>& rows,
                                 const GenerateParams& params, bool infill) {
   if (!infill) return params;
+  if (params.transfer == Transfer::kLlamaCli)
+    fail(
+        "infill: the llama_cli schedule lays its blocks over a prompt followed by masks, as "
+        "llama-diffusion-cli does; infilling takes the other schedules");
   if (rows.empty()) fail("infill: no canvas given");
   GenerateParams p = params;
   p.gen_length = std::count(rows[0].begin(), rows[0].end(), info.mask_id);
@@ -69,16 +73,20 @@ DenoiseSettings resolve_settings(const ModelInfo& info, const GenerateParams& p)
   if (p.block_loop != BlockLoop::kDefault)
     fail("generate: block_loop (LLaDA2.0 / LLaDA2.1 / SDAR) needs a block-diffusion model; ",
          info.architecture, " is not one");
-  if (p.unmask == Unmask::kSequential || p.unmask == Unmask::kLowConfidenceStatic ||
-      p.unmask == Unmask::kLowConfidenceDynamic)
+  if (p.unmask == Unmask::kLowConfidenceStatic || p.unmask == Unmask::kLowConfidenceDynamic)
     fail(
-        "generate: remasking sequential / low_confidence_static / low_confidence_dynamic are SDAR's "
-        "strategies "
+        "generate: remasking low_confidence_static / low_confidence_dynamic are SDAR's strategies "
         "(block-diffusion families only); ",
-        info.architecture, " takes confidence, margin, entropy, random (low_confidence = confidence)");
+        info.architecture,
+        " takes confidence, margin, entropy, random, sequential (low_confidence = confidence)");
   if (p.cache == CacheMode::kBlock)
     fail("generate: the block cache is for block-diffusion families (LLaDA2, SDAR); ", info.architecture,
          " takes none, prefix or dual");
+  const bool llama_cli = p.transfer == Transfer::kLlamaCli;
+  if (llama_cli && p.cache != CacheMode::kDefault && p.cache != CacheMode::kNone)
+    fail(
+        "generate: the llama_cli schedule recomputes the whole canvas every step, as llama-diffusion-cli "
+        "does; cache must be none");
   const bool dream = info.architecture == "dream";
   PredictionOptions& o = s.prediction;
   const bool categorical = p.sampler == Sampler::kDefault ? dream : p.sampler == Sampler::kCategorical;
@@ -102,6 +110,9 @@ DenoiseSettings resolve_settings(const ModelInfo& info, const GenerateParams& p)
   // Which positions, and how many per step; Dream's default alg is 'origin' (generation_config.json).
   s.transfer = p.transfer;
   Unmask score = p.unmask;
+  // llama-diffusion-cli's deterministic setting (--top-k 1) leaves every confidence at 1: leftmost first.
+  if (llama_cli && score == Unmask::kDefault && p.remasking != Remasking::kRandom)
+    score = Unmask::kSequential;
   if (dream && score == Unmask::kDefault && s.transfer == Transfer::kDefault) {
     score = Unmask::kRandom;
     s.transfer = Transfer::kTimestepBernoulli;
@@ -115,6 +126,8 @@ DenoiseSettings resolve_settings(const ModelInfo& info, const GenerateParams& p)
     fail("generate: threshold must be in (0, 1], got ", p.threshold);
   if (s.transfer == Transfer::kFactor && !(p.factor > 0))
     fail("generate: factor must be > 0, got ", p.factor);
+  if (score == Unmask::kSequential && p.alg_temp > 0)
+    fail("generate: alg_temp ", p.alg_temp, " draws positions by their score; unmask 'sequential' has none");
   if (adaptive(s.transfer) && p.alg_temp > 0)
     fail("generate: alg_temp ", p.alg_temp,
          " samples a fixed number of positions; it does not combine with the "
@@ -133,24 +146,47 @@ DenoiseSettings resolve_settings(const ModelInfo& info, const GenerateParams& p)
   }
 
   if (p.gen_length <= 0) fail("generate: gen_length must be > 0, got ", p.gen_length);
-  s.block_length = p.block_length > 0 ? p.block_length : p.gen_length;
-  if (p.gen_length % s.block_length != 0)
-    fail("generate: gen_length ", p.gen_length, " is not a multiple of block_length ", s.block_length);
-  s.num_blocks = p.gen_length / s.block_length;
-  if (adaptive(s.transfer)) {
-    s.steps_per_block = s.block_length;  // a cap: every step commits at least one position
+  if (llama_cli && p.block_length > 0) {
+    // Blocks over prompt + generation: their number and steps need the prompt (start_llama_cli_blocks).
+    s.canvas_blocks = true;
+    s.block_length = p.block_length;
   } else {
-    const int64_t steps = p.steps > 0 ? p.steps : p.gen_length;
-    if (steps % s.num_blocks != 0)
-      fail("generate: steps ", steps, " is not a multiple of the number of blocks ", s.num_blocks,
-           " (gen_length / block_length)");
-    s.steps_per_block = steps / s.num_blocks;
+    s.block_length = p.block_length > 0 ? p.block_length : p.gen_length;
+    if (p.gen_length % s.block_length != 0)
+      fail("generate: gen_length ", p.gen_length, " is not a multiple of block_length ", s.block_length);
+    s.num_blocks = p.gen_length / s.block_length;
+    if (adaptive(s.transfer)) {
+      s.steps_per_block = s.block_length;  // a cap: every step commits at least one position
+    } else {
+      const int64_t steps = p.steps > 0 ? p.steps : p.gen_length;
+      if (steps % s.num_blocks != 0)
+        fail("generate: steps ", steps, " is not a multiple of the number of blocks ", s.num_blocks,
+             " (gen_length / block_length)");
+      s.steps_per_block = steps / s.num_blocks;
+    }
   }
   s.cfg = p.cfg_scale > 0;
   s.shift = info.shift_logits;
   s.cache = p.cache == CacheMode::kDefault ? CacheMode::kNone : p.cache;
   s.cache_refresh = p.cache_refresh;
   return s;
+}
+
+// llama-diffusion-cli's block layout: the canvas (prompt + generation, its -ub) in canvas / block_length
+// blocks, the first starting where the prompt ends; steps / blocks steps each (steps 0 = the canvas length:
+// one position per step in a whole block).
+void Denoiser::start_llama_cli_blocks() {
+  const int64_t B = s_.block_length;
+  if (total_len_ % B != 0)
+    fail("generate: the llama_cli schedule needs prompt + gen_length (", prompt_len_, " + ",
+         params_.gen_length, " = ", total_len_,
+         ", llama-diffusion-cli's -ub) to be a multiple of block_length ", B);
+  s_.num_blocks = total_len_ / B;
+  const int64_t steps = params_.steps > 0 ? params_.steps : total_len_;
+  if (steps % s_.num_blocks != 0)
+    fail("generate: steps ", steps, " is not a multiple of the number of blocks ", s_.num_blocks,
+         " ((prompt + gen_length) / block_length, as llama-diffusion-cli counts them)");
+  s_.steps_per_block = steps / s_.num_blocks;
 }
 
 ModelInfo with_token_overrides(const ModelInfo& info, const GenerateParams& params) {
@@ -232,6 +268,7 @@ Denoiser::Denoiser(const ModelInfo& info, const std::vector<std::vector<int32_t>
   finished_.assign(batch_, 0);
   canvas_.resize(batch_);
   committed_.resize(batch_);
+  if (s_.canvas_blocks) start_llama_cli_blocks();
   start_block();
 }
 
@@ -273,11 +310,14 @@ void Denoiser::init_infill(const std::vector<std::vector<int32_t>>& canvases) {
 }
 
 // The current block of row b is the canvas range from its first to past its last generated slot: for the
-// prompt-then-masks layout [prompt_len + block * block_length, + block_length).
+// prompt-then-masks layout [prompt_len + block * block_length, + block_length). llama-diffusion-cli's blocks
+// are cut at the canvas's end (short or empty).
 int64_t Denoiser::block_begin(int64_t b) const {
+  if (s_.canvas_blocks) return std::min(prompt_len_ + block_ * s_.block_length, total_len_);
   return slots_[b][block_ * s_.block_length];
 }
 int64_t Denoiser::block_end(int64_t b) const {
+  if (s_.canvas_blocks) return std::min(prompt_len_ + (block_ + 1) * s_.block_length, total_len_);
   return slots_[b][(block_ + 1) * s_.block_length - 1] + 1;
 }
 
@@ -288,7 +328,7 @@ int64_t Denoiser::count_masks(int64_t row, int64_t lo, int64_t hi) const {
 void Denoiser::start_block() {
   step_ = 0;
   cache_.clear();
-  if (s_.transfer == Transfer::kUniform) {
+  if (s_.transfer == Transfer::kUniform || s_.canvas_blocks) {
     quota_.assign(batch_, {});
     for (int64_t b = 0; b < batch_; ++b)
       quota_[b] = uniform_transfer_counts(count_masks(b, block_begin(b), block_end(b)), s_.steps_per_block);
@@ -363,7 +403,8 @@ const float* Denoiser::guide(const float* logits, int64_t span, std::vector<floa
 }
 
 // Eligible: masked positions before the end of the current block, from the first mask (earlier blocks
-// included, as the references do) or, on a cached step, within the current block only (Fast-dLLM).
+// included, as the references do) or, on a cached step and in llama-diffusion-cli's blocks, within the
+// current block only (Fast-dLLM, llama-diffusion-cli).
 Denoiser::Eligible Denoiser::eligible(bool reuse) const {
   Eligible e;
   e.lo_of.resize(batch_);
@@ -371,7 +412,7 @@ Denoiser::Eligible Denoiser::eligible(bool reuse) const {
   e.lo = total_len_;
   int64_t top = 0;
   for (int64_t b = 0; b < batch_; ++b) {
-    e.lo_of[b] = reuse ? block_begin(b) : first_mask_;
+    e.lo_of[b] = reuse || s_.canvas_blocks ? block_begin(b) : first_mask_;
     e.hi_of[b] = block_end(b);
     e.lo = std::min(e.lo, e.lo_of[b]);
     top = std::max(top, e.hi_of[b]);
@@ -442,6 +483,12 @@ std::vector<int64_t> Denoiser::choose(int64_t b, const Eligible& e, const StepCo
     case Transfer::kFactor:
       k = factor_count(scores, s_.factor);
       break;
+    case Transfer::kLlamaCli:
+      k = s_.canvas_blocks
+              ? quota_[b][step_]
+              : llama_cli_timestep_count(step_, s_.steps_per_block, static_cast<int64_t>(eligible.size()),
+                                         static_cast<float>(s_.eps));
+      break;
     default:
       break;
   }
@@ -467,16 +514,24 @@ void Denoiser::step(std::span<const float> logits_in) {
   const float* logits = guide(logits_in.data(), span, combined);
 
   const Eligible e = eligible(p.cache_op == CacheOp::kReuse);
-  predict_positions(logits, span, e);
-  const StepCounts n = step_counts(e);
-  for (int64_t b = 0; b < batch_; ++b) {
-    committed_[b].clear();
-    if (finished_[b]) continue;
-    for (int64_t pos : choose(b, e, n)) {
-      x_[b][pos] = pred_[b * e.width + pos - e.lo].token;  // may be the mask id itself (kept masked)
-      committed_[b].push_back(pos - prompt_len_);
+  // llama-diffusion-cli runs the forward first and ends the block when it then finds no mask in it (an
+  // empty trailing block still costs its forward).
+  bool any_mask = false;
+  for (int64_t b = 0; b < batch_; ++b)
+    any_mask |= !finished_[b] && count_masks(b, e.lo_of[b], e.hi_of[b]) > 0;
+  const bool llama_cli_break = s_.transfer == Transfer::kLlamaCli && !any_mask;
+  for (auto& c : committed_) c.clear();
+  if (!llama_cli_break) {
+    predict_positions(logits, span, e);
+    const StepCounts n = step_counts(e);
+    for (int64_t b = 0; b < batch_; ++b) {
+      if (finished_[b]) continue;
+      for (int64_t pos : choose(b, e, n)) {
+        x_[b][pos] = pred_[b * e.width + pos - e.lo].token;  // may be the mask id itself (kept masked)
+        committed_[b].push_back(pos - prompt_len_);
+      }
+      if (params_.stop_at_eos) check_stop_at_eos(b);
     }
-    if (params_.stop_at_eos) check_stop_at_eos(b);
   }
 
   event_.block = block_;
@@ -487,9 +542,11 @@ void Denoiser::step(std::span<const float> logits_in) {
   event_.committed = &committed_;
 
   ++step_;
+  // llama-diffusion-cli does not skip ahead when a step empties its block: the next forward finds it empty.
+  const bool block_done = s_.transfer == Transfer::kLlamaCli ? llama_cli_break : block_finished();
   if (std::all_of(finished_.begin(), finished_.end(), [](uint8_t f) { return f; })) {
     done_ = true;
-  } else if (step_ >= s_.steps_per_block || block_finished()) {
+  } else if (step_ >= s_.steps_per_block || block_done) {
     if (++block_ >= s_.num_blocks)
       done_ = true;
     else

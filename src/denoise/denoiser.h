@@ -54,6 +54,9 @@ struct DenoiseSettings {
   PredictionOptions prediction;
   Transfer transfer = Transfer::kUniform;
   int64_t num_blocks = 1, block_length = 0, steps_per_block = 0;
+  // Transfer::kLlamaCli with a block length: blocks counted over the whole canvas, starting at the prompt's
+  // end (num_blocks and steps_per_block are set once the prompt length is known).
+  bool canvas_blocks = false;
   double threshold = 0.9, factor = 1.0, alg_temp = 0, eps = 1e-3;
   bool cfg = false, shift = false;
   CacheMode cache = CacheMode::kNone;
@@ -108,6 +111,7 @@ class Denoiser {
   int64_t block_begin(int64_t row) const;  // canvas range of the row's current block
   int64_t block_end(int64_t row) const;
   bool block_finished() const;
+  void start_llama_cli_blocks();
   int64_t count_masks(int64_t row, int64_t lo, int64_t hi) const;
   void check_stop_at_eos(int64_t row);
 

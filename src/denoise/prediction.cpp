@@ -78,6 +78,7 @@ Prediction predict_llada(std::span<const float> logits, const PredictionOptions&
     p.confidence = rng.uniform();
     return p;
   }
+  if (o.score == Unmask::kSequential) return p;  // every position scores 0: the leftmost goes first
   // conf = softmax(logits)[x0] with the suppressed / excluded ids at -inf (they add nothing to the sum).
   std::vector<int64_t> excluded;
   for (int32_t id : {o.suppress_token, o.confidence_exclude[0], o.confidence_exclude[1]})
@@ -157,6 +158,8 @@ Prediction predict_dream(std::span<const float> raw, const PredictionOptions& o,
   }
   if (o.score == Unmask::kRandom) {
     p.confidence = rng.uniform();
+  } else if (o.score == Unmask::kSequential) {
+    p.confidence = 0;  // every position ties: the leftmost goes first
   } else if (o.score == Unmask::kConfidence) {
     p.confidence = std::exp(x[p.token] - max) / sum;
   } else {

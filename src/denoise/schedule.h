@@ -23,6 +23,10 @@ int64_t timestep_transfer_count(float mean_masked, float t, float s, bool last_s
 // Dream alg=origin: the probability 1 - s/t with which each masked position is revealed (1 on the last step).
 float timestep_bernoulli_probability(float t, float s, bool last_step);
 
+// llama-diffusion-cli's timestep rule: (int)(masked * (1 - s/t)) with t = 1 - step/steps * (1 - eps) and s
+// the same at step + 1, in f32 as its C++ computes it; every mask on the last step.
+int64_t llama_cli_timestep_count(int64_t step, int64_t steps, int64_t masked, float eps);
+
 // Fast-dLLM threshold: the best position plus every other whose confidence >= tau. `sorted` is descending.
 int64_t threshold_count(std::span<const double> sorted, double tau);
 

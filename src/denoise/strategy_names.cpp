@@ -20,7 +20,8 @@ constexpr NamedValue<UnmaskWord> kUnmaskWords[] = {
      "schedule to timestep_bernoulli)"},
     {"sequential",
      {Unmask::kSequential},
-     "SDAR: left to right, the step's count from the first mask on (block-diffusion loops only)"},
+     "left to right, the step's count from the first mask on (SDAR; llama-diffusion-cli with --top-k 1, "
+     "where every confidence is 1; the llama_cli schedule's default)"},
     {"low_confidence_static",
      {Unmask::kLowConfidenceStatic},
      "SDAR: the most confident masks, a fixed count per step (block-diffusion loops only)"},
@@ -43,6 +44,11 @@ constexpr NamedValue<Transfer> kTransferWords[] = {
      "Fast-dLLM: the best position plus every one with confidence >= threshold (--threshold, default 0.9)"},
     {"factor", Transfer::kFactor,
      "Fast-dLLM: the largest n with (n + 1)(1 - c_n) < factor, at least one (--factor, default 1)"},
+    {"llama_cli", Transfer::kLlamaCli,
+     "llama.cpp's llama-diffusion-cli: with --block-length, (prompt + gen) / block_length blocks starting at "
+     "the prompt's end (the last short or empty), steps / blocks per block, masked // steps per step; "
+     "without, int(masked * (1 - s/t)), t = 1 - step/steps (1 - eps); a step that finds its block without a "
+     "mask is a forward too"},
 };
 
 constexpr NamedValue<Sampler> kSamplerWords[] = {

@@ -266,7 +266,7 @@ int64_t count_params(const Family& family, const TransformerConfig& config) {
   return n;
 }
 
-void read_standard_sizes(const ConfigReader& r, TransformerConfig& c) {
+void read_standard_sizes(const ConfigReader& r, TransformerConfig& c, const char* ffn_key) {
   ModelInfo& m = c.info;
   m.d_model = r.positive_int("hidden_size");
   m.n_layers = r.positive_int("num_hidden_layers");
@@ -286,7 +286,7 @@ void read_standard_sizes(const ConfigReader& r, TransformerConfig& c) {
   }
   if (m.head_dim <= 0 || m.head_dim % 2 != 0)
     r.fail_field("head_dim", "= " + std::to_string(m.head_dim) + " must be even and > 0 for RoPE");
-  m.ffn_hidden = r.positive_int("intermediate_size");
+  if (ffn_key) m.ffn_hidden = r.positive_int(ffn_key);
   m.vocab_size = r.positive_int("vocab_size");
   m.max_seq_len = r.optional_int("max_position_embeddings").value_or(32768);
   if (m.max_seq_len <= 0) r.fail_field("max_position_embeddings", "must be > 0");

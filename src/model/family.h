@@ -98,6 +98,10 @@ struct Family {
   // Vocabulary entries that end a generation besides EOS / EOT (llama.cpp's end-of-generation texts), looked
   // up by text in GGUF vocabularies and tokenizer.json.
   std::vector<std::string> eog_texts = {};
+  // expert_gating_func / expert_weights_norm when absent: llama.cpp's graph hard-codes them for some
+  // architectures (llada-moe: softmax, not renormalised), so its converter does not write them.
+  TransformerConfig::Moe::Gating gguf_moe_gating = TransformerConfig::Moe::Gating::kSigmoid;
+  bool gguf_moe_normalize = true;
 };
 
 // Registry (registry.cpp).
@@ -141,8 +145,10 @@ std::array<RowRange, 3> split_qkv_rows(const TransformerConfig& config);
 int64_t count_params(const Family& family, const TransformerConfig& config);
 
 // The Hugging Face standard sizes (hidden_size, num_hidden_layers, num_attention_heads, num_key_value_heads,
-// head_dim, intermediate_size, vocab_size, max_position_embeddings) into `config.info`, checked.
-void read_standard_sizes(const ConfigReader& r, TransformerConfig& config);
+// head_dim, intermediate_size, vocab_size, max_position_embeddings) into `config.info`, checked. A family
+// whose dense MLP width has another name (or may be absent) passes ffn_key = nullptr and reads it itself.
+void read_standard_sizes(const ConfigReader& r, TransformerConfig& config,
+                         const char* ffn_key = "intermediate_size");
 
 // The settings the Hugging Face-style families (Dream, SDAR, LLaDA2) share and the Transformer does not run,
 // rejected by name: hidden_act other than silu ("<family> checkpoints use \"silu\""), use_sliding_window (the

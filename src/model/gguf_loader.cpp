@@ -202,7 +202,8 @@ void read_moe(const GgufFile& f, const std::string& a, const Family& fam, Transf
   moe.groups = f.has(a + "expert_group_count") ? positive(f, a + "expert_group_count") : 1;
   moe.groups_used =
       f.has(a + "expert_group_used_count") ? positive(f, a + "expert_group_used_count") : moe.groups;
-  switch (f.find_uint(a + "expert_gating_func").value_or(2)) {  // llama_expert_gating_func_type
+  const uint64_t family_gating = fam.gguf_moe_gating == TransformerConfig::Moe::Gating::kSoftmax ? 1 : 2;
+  switch (f.find_uint(a + "expert_gating_func").value_or(family_gating)) {  // llama_expert_gating_func_type
     case 1:
       moe.gating = TransformerConfig::Moe::Gating::kSoftmax;
       break;
@@ -213,7 +214,7 @@ void read_moe(const GgufFile& f, const std::string& a, const Family& fam, Transf
       f.fail_key(a + "expert_gating_func", "= " + std::to_string(f.get_uint(a + "expert_gating_func")) +
                                                " is not supported (1 = softmax, 2 = sigmoid)");
   }
-  moe.normalize = f.find_bool(a + "expert_weights_norm").value_or(true);
+  moe.normalize = f.find_bool(a + "expert_weights_norm").value_or(fam.gguf_moe_normalize);
   const double scale = f.find_float(a + "expert_weights_scale").value_or(1.0);
   if (!(scale > 0) || !(scale <= std::numeric_limits<float>::max()))
     f.fail_key(a + "expert_weights_scale", "must be > 0 and finite, got " + std::to_string(scale));

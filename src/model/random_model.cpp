@@ -16,7 +16,8 @@
 namespace dllm {
 
 // The sizes of released checkpoints, as their config.json files give them (LLaDA2: inclusionAI/dFactory's
-// llada2_mini config.json; SDAR: the Qwen3-4B / Qwen3-8B / Qwen3-30B-A3B sizes of SDAR-4B/8B/30B-A3B-Chat).
+// llada2_mini config.json; SDAR: the Qwen3-4B / Qwen3-8B / Qwen3-30B-A3B sizes of SDAR-4B/8B/30B-A3B-Chat;
+// LLaDA-MoE: inclusionAI/LLaDA-MoE-7B-A1B-Instruct, moe_layer_freq given as 1 so that --layers may cut it).
 const std::vector<ModelShape>& known_shapes() {
   static const std::vector<ModelShape> kShapes = {
       {"llada-8b", "llada",
@@ -66,6 +67,18 @@ const std::vector<ModelShape>& known_shapes() {
            "vocab_size": 151936, "rope_theta": 1000000, "rms_norm_eps": 1e-06, "tie_word_embeddings": false,
            "block_size": 4, "mask_token_id": 151669, "bos_token_id": 151643, "eos_token_id": 151643,
            "max_position_embeddings": 32768})"},
+      {"llada-moe-7b-a1b", "llada-moe",
+       R"({"architectures": ["LLaDAMoEModelLM"], "model_type": "lladamoe", "hidden_size": 2048,
+           "num_hidden_layers": 16, "num_attention_heads": 16, "num_key_value_heads": 16,
+           "dense_intermediate_size": 8192, "expert_intermediate_size": 1024, "num_experts": 64,
+           "num_experts_per_tok": 8, "moe_layer_freq": 1, "moe_router_score_function": "softmax",
+           "norm_topk_prob": false, "qk_layernorm": true, "vocab_size": 157184, "rope_theta": 50000,
+           "rms_norm_eps": 1e-05, "tie_word_embeddings": false, "mask_token_id": 156895,
+           "eos_token_id": 156892, "pad_token_id": 156892, "max_position_embeddings": 8192})"},
+      {"llada-moe-tiny", "llada-moe",
+       R"({"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "expert_intermediate_size": 32,
+           "num_experts": 8, "num_experts_per_tok": 2, "moe_layer_freq": [1, 1], "vocab_size": 512,
+           "rope_theta": 50000, "mask_token_id": 503, "eos_token_id": 500})"},
   };
   return kShapes;
 }

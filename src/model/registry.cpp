@@ -10,6 +10,7 @@ const Family& llada_family();  // families/llada.cpp
 const Family& dream_family();  // families/dream.cpp
 const Family& llada2_family();  // families/llada2.cpp
 const Family& sdar_family();    // families/sdar.cpp
+const Family& llada_moe_family();  // families/llada_moe.cpp
 const Family& qwen2_family();   // families/qwen2.cpp (autoregressive)
 const Family& qwen3_family();   // families/qwen3.cpp (autoregressive)
 const Family& llama_family();   // families/llama.cpp (autoregressive)
@@ -20,6 +21,7 @@ const std::vector<const Family*>& families() {
       &dream_family(),
       &llada2_family(),
       &sdar_family(),
+      &llada_moe_family(),
       &qwen2_family(),
       &qwen3_family(),
       &llama_family(),

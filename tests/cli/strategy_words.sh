@@ -27,7 +27,12 @@ run_block() {
   "$bin" generate -q --json --dtype f32 -m "$block_model" --prompt-ids 10,20,30,40,50 --gen-length 16 --steps 2 \
     --seed 3 "$@" | sed 's/"seconds":[^,}]*//; s/"tokens_per_second":[^,}]*//'
 }
-block_only=" sequential low_confidence_static low_confidence_dynamic block "
+block_only=" low_confidence_static low_confidence_dynamic block "
+# llama-diffusion-cli lays its blocks over prompt + generation: 3 + 13 = 16, two blocks of 8 and 4 steps each.
+run_llama_cli() {
+  "$bin" generate -q --json --dtype f32 -m "$model" --prompt-ids 10,20,30 --gen-length 13 --block-length 8 --steps 8 \
+    --seed 3 "$@" | sed 's/"seconds":[^,}]*//; s/"tokens_per_second":[^,}]*//'
+}
 
 n=0
 for axis in "unmask alg remasking" schedule sampler cache; do
@@ -39,6 +44,8 @@ for axis in "unmask alg remasking" schedule sampler cache; do
       if [[ $block_only == *" $word "* ]]; then
         out=$(run_block "--$flag" "$word") || { echo "FAIL: generate (sdar) --$flag $word"; exit 1; }
         grep -q '"canvas":\[\[' <<<"$out" || { echo "FAIL: generate (sdar) --$flag $word: no canvas: $out"; exit 1; }
+      elif [ "$word" = llama_cli ]; then
+        out=$(run_llama_cli "--$flag" "$word") || { echo "FAIL: generate --$flag $word"; exit 1; }
       else
         out=$(run "--$flag" "$word") || { echo "FAIL: generate --$flag $word"; exit 1; }
       fi
@@ -66,6 +73,9 @@ same "--cache dual --cache-refresh 1" "--cache none"          # refreshing every
 same "--schedule threshold --threshold 0.5" "--threshold 0.5"
 same "--sampler gumbel" ""                                    # LLaDA's token rule is the default
 differ "--sampler gumbel --temperature 1" "--sampler categorical --temperature 1"
+[ "$(run_llama_cli --schedule llama_cli)" = "$(run_llama_cli --schedule llama_cli --unmask sequential)" ] ||
+  { echo "FAIL: llama_cli's default order is not sequential"; exit 1; }
+run --unmask sequential | grep -q '"outputs":\[\[' || { echo "FAIL: llada --unmask sequential"; exit 1; }
 
 # Block-diffusion models: the block cache is exact; the words of the other families are refused, and theirs
 # refused by the bidirectional families.
@@ -78,7 +88,7 @@ no_forwards() { sed 's/"forwards":[0-9]*//'; }
 for args in "--cache dual" "--unmask margin" "--schedule factor" "--sampler gumbel" "--block-loop llada3"; do
   if run_block $args >/dev/null 2>&1; then echo "FAIL: sdar $args succeeded"; exit 1; fi
 done
-for args in "--unmask sequential" "--remasking low_confidence_static" "--alg low_confidence_dynamic" \
+for args in "--remasking low_confidence_static" "--alg low_confidence_dynamic" \
   "--cache block" "--block-loop sdar"; do
   if run $args >/dev/null 2>&1; then echo "FAIL: llada $args succeeded"; exit 1; fi
 done

@@ -317,14 +317,17 @@ TEST(BlockLoops, RejectsWhatTheLoopsDoNotOffer) {
   EXPECT_EQ(error(sdar, [](GenerateParams& p) { p.block_loop = BlockLoop::kLlada21; }),
             "");  // same kind of model
   EXPECT_EQ(error(llada2, [](GenerateParams& p) { p.block_loop = BlockLoop::kSdar; }), "");
-  // And the bidirectional families reject the block words.
+  // And the bidirectional families reject the block words (sequential, left to right, they take: it is
+  // llama-diffusion-cli's order too).
   ModelInfo llada;
   llada.architecture = "llada";
   GenerateParams p;
-  for (Unmask u : {Unmask::kSequential, Unmask::kLowConfidenceStatic, Unmask::kLowConfidenceDynamic}) {
+  for (Unmask u : {Unmask::kLowConfidenceStatic, Unmask::kLowConfidenceDynamic}) {
     p.unmask = u;
     EXPECT_THROW(resolve_settings(llada, p), Error);
   }
+  p.unmask = Unmask::kSequential;
+  EXPECT_NO_THROW(resolve_settings(llada, p));
   p = GenerateParams{};
   p.cache = CacheMode::kBlock;
   EXPECT_THROW(resolve_settings(llada, p), Error);

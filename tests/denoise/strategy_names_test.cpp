@@ -43,7 +43,8 @@ TEST(StrategyNames, EveryWordParsesToItsValue) {
   EXPECT_EQ(unmask_axis().names(),
             "confidence | margin | entropy | random | origin | sequential | low_confidence_static | "
             "low_confidence_dynamic");
-  EXPECT_EQ(transfer_axis().names(), "uniform | timestep | timestep_bernoulli | threshold | factor");
+  EXPECT_EQ(transfer_axis().names(),
+            "uniform | timestep | timestep_bernoulli | threshold | factor | llama_cli");
   EXPECT_EQ(cache_axis().names(), "none | prefix | dual | block");
 }
 

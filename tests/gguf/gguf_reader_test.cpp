@@ -227,7 +227,8 @@ TEST(GgufModelErrors, NameTheKeyOrTensor) {
     EXPECT_NE(err.find(needle), std::string::npos) << "got: " << err << "\nexpected: " << needle;
   };
   has(load_error([](GgufWriter& w, auto&) { w.set_string("general.architecture", "mamba"); }),
-      "metadata 'general.architecture' = 'mamba' is not supported (supported: llada, dream, llada2, sdar, qwen2, qwen3, llama)");
+      "metadata 'general.architecture' = 'mamba' is not supported (supported: llada, dream, llada2, sdar, "
+      "llada-moe, qwen2, qwen3, llama)");
   has(load_error([](GgufWriter& w, auto&) { w.set_uint32("llada.block_count", 4); }),
       "missing tensor 'blk.3.attn_norm.weight'");
   has(load_error([](GgufWriter& w, auto&) { w.set_uint32("llada.block_count", 2); }),

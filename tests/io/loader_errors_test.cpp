@@ -875,12 +875,13 @@ TEST_F(LoaderErrors, SpecialTokenIdsAtTheEdgesLoad) {
   EXPECT_EQ(m.value()->info().pad_id, 0);
 }
 
-// The block-diffusion families' config fields and expert tensors (LLaDA2: MoE, SDAR: block_size, SDAR-MoE:
-// the Qwen3-MoE router and its layer rule), through load and convert alike.
+// The mixture-of-experts and block-diffusion families' config fields and expert tensors (LLaDA2: MoE, SDAR:
+// block_size, SDAR-MoE: the Qwen3-MoE router and its layer rule, LLaDA-MoE: the softmax router without
+// renormalisation, moe_layer_freq), through load and convert alike. Models by their path under oracle/.
 TEST_F(LoaderErrors, BlockFamilyConfigFields) {
   using Cases = std::vector<std::pair<const char*, json>>;
   const std::vector<std::tuple<const char*, Cases, std::string>> models = {
-      {"llada2_tiny_f32",
+      {"models/llada2_tiny_f32",
        Cases{{"n_group", 3},
              {"n_group", 8},
              {"topk_group", 0},
@@ -893,8 +894,8 @@ TEST_F(LoaderErrors, BlockFamilyConfigFields) {
              {"partial_rotary_factor", 0},
              {"score_function", "softmax"}},
        "model.layers.2.mlp.experts.5.up_proj.weight"},
-      {"sdar_tiny_f32", Cases{{"block_size", 0}, {"mask_token_id", nullptr}}, ""},
-      {"sdar_moe_tiny_f32",
+      {"models/sdar_tiny_f32", Cases{{"block_size", 0}, {"mask_token_id", nullptr}}, ""},
+      {"models/sdar_moe_tiny_f32",
        Cases{{"num_experts", nullptr},
              {"num_experts", 0},
              {"num_experts_per_tok", 9},
@@ -906,12 +907,36 @@ TEST_F(LoaderErrors, BlockFamilyConfigFields) {
              {"shared_expert_intermediate_size", 64},
              {"block_size", 0}},
        "model.layers.1.mlp.experts.3.down_proj.weight"},
+      {"ar/models/llada_moe_tiny",
+       Cases{{"moe_layer_freq", nullptr},
+             {"moe_layer_freq", json::array({1, 0})},  // a dense layer after a MoE one
+             {"moe_layer_freq", json::array({1})},
+             {"moe_layer_freq", json::array({1, 2})},
+             {"moe_layer_freq", 2},
+             {"moe_router_score_function", "sigmoid"},
+             {"moe_router_enable_expert_bias", true},
+             {"norm_topk_prob", true},
+             {"routed_scaling_factor", 2.5},
+             {"router_num_group", 2},
+             {"router_topk_group", 2},
+             {"shared_expert_intermediate_size", 32},
+             {"num_experts_per_tok", 9},
+             {"expert_intermediate_size", 0},
+             {"dense_intermediate_size", 0},
+             {"attention_bias", true},
+             {"clip_qkv", 8.0},
+             {"partial_rotary_factor", 0},
+             {"head_dim", 32},
+             {"hidden_act", "gelu"},
+             {"mask_token_id", 512}},
+       "model.layers.1.mlp.experts.5.up_proj.weight"},
   };
   int ran = 0;
   for (const auto& [model, cases, expert_tensor] : models) {
-    const std::string sub = dir_ + "/" + model, config = sub + "/config.json";
+    const std::string source = test::data_path(std::string("oracle/") + model);
+    const std::string sub = dir_ + "/" + fs::path(model).filename().string(), config = sub + "/config.json";
     fs::create_directories(sub);
-    for (const auto& f : fs::directory_iterator(test::data_path(std::string("oracle/models/") + model)))
+    for (const auto& f : fs::directory_iterator(source))
       fs::copy_file(f.path(), sub + "/" + f.path().filename().string(), fs::copy_options::overwrite_existing);
     const json original = test::read_json(config);
     for (const auto& [field, value] : cases) {
@@ -929,7 +954,7 @@ TEST_F(LoaderErrors, BlockFamilyConfigFields) {
       expect_error({"missing tensor", expert_tensor}, sub);
     }
   }
-  EXPECT_EQ(ran, 23);
+  EXPECT_EQ(ran, 44);
 }
 
 // ---- the directory

@@ -109,7 +109,7 @@ TEST(Family, DefaultLoadGivesTheExactLogits) {
 
 TEST(Family, RandomModelsFollowTheTable) {
   // A random model of a known shape has every tensor of its family's table (Dream's q/k/v biases included).
-  for (const char* shape : {"llada-tiny"}) {
+  for (const char* shape : {"llada-tiny", "llada-moe-tiny"}) {
     auto m = make_random_model(find_shape(shape), 0, Precision::kF32, 1);
     const Family* f = find_family(m->info().architecture);
     ASSERT_NE(f, nullptr);
@@ -138,9 +138,23 @@ TEST(Family, RandomModelsFollowTheTable) {
     if (s.name == "llada2-mini") {
       EXPECT_EQ(c.moe.experts, 256);
     }
+    if (s.name == "llada-moe-7b-a1b") {  // every layer MoE, softmax top-8 of 64, not renormalised
+      EXPECT_EQ(c.info.head_dim, 128);
+      EXPECT_EQ(c.moe.experts, 64);
+      EXPECT_EQ(c.moe.used, 8);
+      EXPECT_EQ(c.moe.expert_ffn, 1024);
+      EXPECT_EQ(c.moe.gating, TransformerConfig::Moe::Gating::kSoftmax);
+      EXPECT_FALSE(c.moe.normalize);
+      EXPECT_EQ(c.moe.first_dense_layers, 0);
+      EXPECT_TRUE(c.qk_norm);
+      // 7B parameters in all (two 157184 x 2048 tables, 16 layers of 64 experts).
+      const int64_t params = count_params(*f, c);
+      EXPECT_GT(params, 7'000'000'000);
+      EXPECT_LT(params, 7'500'000'000);
+    }
     ++parsed;
   }
-  EXPECT_GE(parsed, 9);
+  EXPECT_GE(parsed, 11);
 }
 
 }  // namespace

@@ -24,7 +24,7 @@ function axes() {
 }
 
 // Words only the block-diffusion loops take (LLaDA / Dream answer 400).
-const BLOCK_ONLY = new Set(['sequential', 'low_confidence_static', 'low_confidence_dynamic', 'block']);
+const BLOCK_ONLY = new Set(['low_confidence_static', 'low_confidence_dynamic', 'block']);
 
 test('strategy words: every word under every field generates', async () => {
   const prompt = await promptText();
