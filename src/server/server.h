@@ -31,7 +31,7 @@ struct ServeOptions {
   std::string api_key;  // "" = no authentication
   // Request defaults and limits, for every model (policy.model_id is each model's name). The diffusion
   // defaults (steps, block length, strategy, cfg, mask / EOS ids, stop-at-EOS) apply to diffusion models
-  // only; an autoregressive model takes gen_length, temperature, top_k, top_p and seed from them.
+  // only; an autoregressive model takes gen_length, temperature, top_k and top_p from them.
   RequestPolicy policy;
   SchedulerLimits limits;  // per model
   RouterConfig router;
