@@ -93,9 +93,10 @@ std::string ServerMetrics::render(const std::vector<ModelMetricsView>& models) c
       line(out, "dllm_requests_total",
            "endpoint=\"" + label_value(key.first) + "\",status=\"" + std::to_string(key.second) + "\"",
            static_cast<double>(n));
-    head(out, "dllm_route_total", "counter",
-         "Generation requests accepted, by the model that took them and why (requested: named in the request; "
-         "default: no model named; the router's reasons for model \"auto\": docs/hybrid.md).");
+    head(
+        out, "dllm_route_total", "counter",
+        "Generation requests accepted, by the model that took them and why (requested: named in the request; "
+        "default: no model named; the router's reasons for model \"auto\": docs/hybrid.md).");
     for (const auto& [key, n] : routes_)
       line(out, "dllm_route_total",
            "model=\"" + label_value(key.first) + "\",reason=\"" + label_value(key.second) + "\"",

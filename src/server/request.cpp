@@ -97,9 +97,10 @@ void reject_unsupported(const json& body, Endpoint endpoint) {
   auto off = [&](const char* name, auto&& is_off) {
     const json* v = field(body, name);
     if (v && !is_off(*v))
-      bad(name, std::string("'") + name + "' is not supported by this server (diffusion models produce no " +
-                    "per-token log-probabilities, penalties, tools or structured output, and its autoregressive " +
-                    "models offer the same fields); remove it");
+      bad(name,
+          std::string("'") + name + "' is not supported by this server (diffusion models produce no " +
+              "per-token log-probabilities, penalties, tools or structured output, and its autoregressive " +
+              "models offer the same fields); remove it");
   };
   auto zero = [](const json& v) { return v.is_number() && v.get<double>() == 0; };
   auto falsy = [](const json& v) { return v.is_boolean() && !v.get<bool>(); };
