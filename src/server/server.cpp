@@ -347,13 +347,14 @@ void App::generate(const httplib::Request& req, httplib::Response& res, Endpoint
   }
   Served& m = *served_[decision.model];
   const json route = route_json(decision, targets_);
-  const json route_if_auto = decision.reason == RouteReason::kRequested ? json(nullptr) : route;
+  // Errors of a request the router placed say where it went (in the message and as dllm.route).
+  const bool routed = decision.reason != RouteReason::kRequested && decision.reason != RouteReason::kDefault;
+  const json route_if_auto = routed ? route : json(nullptr);
 
   auto x = std::make_shared<Exchange>();
   x->route = route;
   if (auto err = parse_request(body, endpoint, m.codec, m.model->info(), m.policy, x->request)) {
-    if (decision.reason != RouteReason::kRequested && decision.reason != RouteReason::kDefault)
-      err->message += " (model \"auto\" chose '" + m.name + "': " + decision.detail + ")";
+    if (routed) err->message += " (model \"auto\" chose '" + m.name + "': " + decision.detail + ")";
     return reply_error(res, *err, name, route_if_auto);
   }
   const GenRequest& r = x->request;
