@@ -21,7 +21,8 @@ async function loadModel() {
     const res = await api('/v1/models');
     const body = await res.json();
     if (!res.ok) throw new Error(body.error ? body.error.message : res.statusText);
-    const m = body.data[0];
+    // The page draws the denoising: the first diffusion model (a server may also serve autoregressive ones).
+    const m = body.data.find((d) => d.dllm && d.dllm.kind === 'diffusion') || body.data[0];
     window.dllm.model = m;
     const info = m.dllm || {};
     $('model-name').textContent = `${m.id} · ${info.architecture} · tokenizer: ${info.tokenizer}`;

@@ -61,54 +61,97 @@ Metrics::Metrics()
       forward_seconds({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5}),
       batch_rows({1, 2, 4, 8, 16, 32, 64}) {}
 
-void Metrics::count_request(const std::string& endpoint, int status) {
+std::string label_value(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '\\' || c == '"')
+      out += '\\', out += c;
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
+  }
+  return out;
+}
+
+void ServerMetrics::count_request(const std::string& endpoint, int status) {
   std::lock_guard<std::mutex> lock(mu_);
   ++requests_[{endpoint, status}];
 }
 
-std::string Metrics::render() const {
+void ServerMetrics::count_route(const std::string& model, const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++routes_[{model, reason}];
+}
+
+std::string ServerMetrics::render(const std::vector<ModelMetricsView>& models) const {
   std::string out;
-  head(out, "dllm_requests_total", "counter", "HTTP requests answered, by endpoint and status code.");
   {
     std::lock_guard<std::mutex> lock(mu_);
+    head(out, "dllm_requests_total", "counter", "HTTP requests answered, by endpoint and status code.");
     for (const auto& [key, n] : requests_)
       line(out, "dllm_requests_total",
-           "endpoint=\"" + key.first + "\",status=\"" + std::to_string(key.second) + "\"",
+           "endpoint=\"" + label_value(key.first) + "\",status=\"" + std::to_string(key.second) + "\"",
+           static_cast<double>(n));
+    head(
+        out, "dllm_route_total", "counter",
+        "Generation requests accepted, by the model that took them and why (requested: named in the request; "
+        "default: no model named; the router's reasons for model \"auto\": docs/hybrid.md).");
+    for (const auto& [key, n] : routes_)
+      line(out, "dllm_route_total",
+           "model=\"" + label_value(key.first) + "\",reason=\"" + label_value(key.second) + "\"",
            static_cast<double>(n));
   }
-  auto counter = [&](const char* name, const char* help, double v) {
-    head(out, name, "counter", help);
-    line(out, name, "", v);
+  auto label = [](const ModelMetricsView& m) { return "model=\"" + label_value(m.name) + "\""; };
+  head(out, "dllm_model_info", "gauge", "The served models (1 each): kind diffusion or autoregressive.");
+  for (const auto& m : models)
+    line(out, "dllm_model_info",
+         label(m) + ",kind=\"" + label_value(m.kind) + "\",architecture=\"" + label_value(m.architecture) +
+             "\"",
+         1);
+  auto series = [&](const char* name, const char* type, const char* help, auto&& value) {
+    head(out, name, type, help);
+    for (const auto& m : models) line(out, name, label(m), static_cast<double>(value(*m.metrics)));
   };
-  auto gauge = [&](const char* name, const char* help, double v) {
-    head(out, name, "gauge", help);
-    line(out, name, "", v);
+  auto counter = [&](const char* name, const char* help, auto&& value) {
+    series(name, "counter", help, value);
   };
-  counter("dllm_prompt_tokens_total", "Prompt tokens of admitted generations.", prompt_tokens.load());
-  counter("dllm_completion_tokens_total", "Generated tokens returned as text.", completion_tokens.load());
-  counter("dllm_forwards_total", "Model forward passes (one batched forward counts once).", forwards.load());
+  auto gauge = [&](const char* name, const char* help, auto&& value) { series(name, "gauge", help, value); };
+  counter("dllm_prompt_tokens_total", "Prompt tokens of admitted generations.",
+          [](const Metrics& m) { return m.prompt_tokens.load(); });
+  counter("dllm_completion_tokens_total", "Generated tokens returned as text.",
+          [](const Metrics& m) { return m.completion_tokens.load(); });
+  counter("dllm_forwards_total", "Model forward passes (one batched forward counts once).",
+          [](const Metrics& m) { return m.forwards.load(); });
   counter("dllm_forward_rows_total", "Canvas rows run through the model, over all forwards.",
-          forward_rows.load());
+          [](const Metrics& m) { return m.forward_rows.load(); });
   counter("dllm_forward_tokens_total", "Token positions run through the model, padding included.",
-          forward_tokens.load());
-  counter("dllm_denoising_steps_total", "Denoising steps taken, summed over requests.", steps.load());
-  counter("dllm_cancelled_total", "Generations cancelled (client gone).", cancelled.load());
-  counter("dllm_failed_total", "Generations that failed inside the engine.", failed.load());
+          [](const Metrics& m) { return m.forward_tokens.load(); });
+  counter("dllm_denoising_steps_total",
+          "Denoising steps taken, summed over requests (autoregressive models: tokens decoded).",
+          [](const Metrics& m) { return m.steps.load(); });
+  counter("dllm_cancelled_total", "Generations cancelled (client gone).",
+          [](const Metrics& m) { return m.cancelled.load(); });
+  counter("dllm_failed_total", "Generations that failed inside the engine.",
+          [](const Metrics& m) { return m.failed.load(); });
   gauge("dllm_queue_depth", "Requests waiting for a slot in the batch.",
-        static_cast<double>(queue_depth.load()));
-  gauge("dllm_active_requests", "Requests being denoised.", static_cast<double>(active_requests.load()));
-  gauge("dllm_active_rows", "Canvas rows being denoised.", static_cast<double>(active_rows.load()));
-  head(out, "dllm_request_seconds", "histogram", "Generation requests, arrival to complete answer.");
-  request_seconds.write(out, "dllm_request_seconds", "");
-  head(out, "dllm_queue_seconds", "histogram", "Time a request waited in the queue.");
-  queue_seconds.write(out, "dllm_queue_seconds", "");
-  head(out, "dllm_first_step_seconds", "histogram",
-       "Arrival to the first denoised canvas (time to first draft).");
-  first_step_seconds.write(out, "dllm_first_step_seconds", "");
-  head(out, "dllm_forward_seconds", "histogram", "Duration of one (batched) model forward.");
-  forward_seconds.write(out, "dllm_forward_seconds", "");
-  head(out, "dllm_batch_rows", "histogram", "Canvas rows per model forward.");
-  batch_rows.write(out, "dllm_batch_rows", "");
+        [](const Metrics& m) { return m.queue_depth.load(); });
+  gauge("dllm_active_requests", "Requests being generated.",
+        [](const Metrics& m) { return m.active_requests.load(); });
+  gauge("dllm_active_rows", "Canvas rows being generated.",
+        [](const Metrics& m) { return m.active_rows.load(); });
+  auto histogram = [&](const char* name, const char* help, const Histogram Metrics::*h) {
+    head(out, name, "histogram", help);
+    for (const auto& m : models) (m.metrics->*h).write(out, name, label(m));
+  };
+  histogram("dllm_request_seconds", "Generation requests, arrival to complete answer.",
+            &Metrics::request_seconds);
+  histogram("dllm_queue_seconds", "Time a request waited in the queue.", &Metrics::queue_seconds);
+  histogram("dllm_first_step_seconds",
+            "Arrival to the first denoised canvas (time to first draft; autoregressive: first token).",
+            &Metrics::first_step_seconds);
+  histogram("dllm_forward_seconds", "Duration of one (batched) model forward.", &Metrics::forward_seconds);
+  histogram("dllm_batch_rows", "Canvas rows per model forward.", &Metrics::batch_rows);
   return out;
 }
 

@@ -1,5 +1,7 @@
 // Server metrics in the Prometheus text exposition format (GET /metrics): counters, gauges and histograms
-// with fixed buckets. Thread-safe; cheap enough to update on every step.
+// with fixed buckets. Each served model has its own engine metrics (Metrics, labelled model="NAME" on the
+// page); the HTTP requests and the router's decisions are counted server-wide (ServerMetrics). Thread-safe;
+// cheap enough to update on every step.
 #pragma once
 
 #include <atomic>
@@ -26,12 +28,9 @@ class Histogram {
   uint64_t count_ = 0;
 };
 
+// One served model's engine: its queue, forwards and steps (autoregressive models: one step per token).
 struct Metrics {
   Metrics();
-
-  // requests_total{endpoint, status}
-  void count_request(const std::string& endpoint, int status);
-  std::string render() const;  // the whole /metrics page
 
   std::atomic<uint64_t> prompt_tokens{0}, completion_tokens{0};
   std::atomic<uint64_t> forwards{0}, forward_rows{0}, forward_tokens{0}, steps{0};
@@ -40,13 +39,33 @@ struct Metrics {
 
   Histogram request_seconds;     // from arrival to the last byte of the answer's text
   Histogram queue_seconds;       // waiting for a slot in the batch
-  Histogram first_step_seconds;  // arrival to the first canvas (time to first draft)
+  Histogram first_step_seconds;  // arrival to the first canvas (time to first draft / first token)
   Histogram forward_seconds;     // one (batched) model forward
   Histogram batch_rows;          // rows per forward
+};
+
+// A served model as /metrics shows it.
+struct ModelMetricsView {
+  std::string name, kind, architecture;
+  const Metrics* metrics = nullptr;
+};
+
+class ServerMetrics {
+ public:
+  // dllm_requests_total{endpoint, status}
+  void count_request(const std::string& endpoint, int status);
+  // dllm_route_total{model, reason}
+  void count_route(const std::string& model, const std::string& reason);
+  // The whole /metrics page: requests and routes, then every model's series labelled model="NAME".
+  std::string render(const std::vector<ModelMetricsView>& models) const;
 
  private:
   mutable std::mutex mu_;
   std::map<std::pair<std::string, int>, uint64_t> requests_;
+  std::map<std::pair<std::string, std::string>, uint64_t> routes_;
 };
+
+// A Prometheus label value: backslash, double quote and newline escaped.
+std::string label_value(const std::string& s);
 
 }  // namespace dllm::server

@@ -4,7 +4,9 @@
 #include <cmath>
 #include <set>
 
+#include "ar/ar_generate.h"
 #include "denoise/strategy_names.h"
+#include "server/router.h"
 
 namespace dllm::server {
 namespace {
@@ -91,12 +93,14 @@ std::optional<std::string> get_string(const json& body, const char* name) {
 }
 
 // Fields of the OpenAI API this engine has no equivalent for: accepted only at their "off" value.
-void reject_unsupported(const json& body) {
+void reject_unsupported(const json& body, Endpoint endpoint) {
   auto off = [&](const char* name, auto&& is_off) {
     const json* v = field(body, name);
     if (v && !is_off(*v))
-      bad(name, std::string("'") + name + "' is not supported by this server (diffusion models produce no " +
-                    "per-token log-probabilities, penalties, tools or structured output); remove it");
+      bad(name,
+          std::string("'") + name + "' is not supported by this server (diffusion models produce no " +
+              "per-token log-probabilities, penalties, tools or structured output, and its autoregressive " +
+              "models offer the same fields); remove it");
   };
   auto zero = [](const json& v) { return v.is_number() && v.get<double>() == 0; };
   auto falsy = [](const json& v) { return v.is_boolean() && !v.get<bool>(); };
@@ -107,7 +111,7 @@ void reject_unsupported(const json& body) {
   off("presence_penalty", zero);
   off("frequency_penalty", zero);
   off("echo", falsy);
-  off("suffix", empty);
+  if (endpoint == Endpoint::kChat) off("suffix", empty);  // completions: infill (parse_suffix)
   off("tools", empty);
   off("functions", empty);
   off("tool_choice", [](const json& v) { return v == "none" || v == "auto"; });
@@ -138,8 +142,8 @@ const std::set<std::string>& known_fields(Endpoint e) {
       "steps", "block_length", "threshold", "factor", "cfg_scale", "top_k", "alg_temp", "diffusing",
       "mask_placeholder", "stop_at_eos", "mask_id", "eos_id",
       // block-diffusion loops (LLaDA2.x, SDAR)
-      "block_loop", "minimal_topk", "eos_early_stop", "editing_threshold", "max_post_steps", "num_to_transfer",
-      "stop_ids"};
+      "block_loop", "minimal_topk", "eos_early_stop", "editing_threshold", "max_post_steps",
+      "num_to_transfer", "stop_ids"};
   static const std::set<std::string> completions = [] {
     auto s = common;
     for (const auto& key : strategy_keys()) s.insert(key);
@@ -238,10 +242,28 @@ std::vector<int32_t> chat_prompt(const json& body, const TextCodec& codec) {
   return codec.encode(text, /*add_special_tokens=*/false);
 }
 
+// An array of token ids (empty: never stop early, the SDAR reference's default None); null / absent: the
+// model's EOS and EOT (autoregressive models: its end-of-generation ids).
+void parse_stop_ids(const json& body, const ModelInfo& info, GenerateParams& p) {
+  const json* v = field(body, "stop_ids");
+  if (!v) return;
+  if (!v->is_array())
+    bad("stop_ids", std::string("'stop_ids' must be an array of token ids, got ") + type_name(*v));
+  std::vector<int32_t> ids;
+  for (const auto& x : *v) {
+    if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() >= info.vocab_size)
+      bad("stop_ids",
+          "'stop_ids' must hold token ids in [0, " + std::to_string(info.vocab_size) + "), got " + x.dump());
+    ids.push_back(static_cast<int32_t>(x.get<int64_t>()));
+  }
+  p.stop_ids = std::move(ids);
+}
+
 // The block-diffusion loops' knobs, the names of GenerateParams / the CLI flags (--block-loop, ...).
 void parse_block_fields(const json& body, const ModelInfo& info, GenerateParams& p) {
-  static const char* const kBlockFields[] = {"block_loop",     "minimal_topk",    "eos_early_stop", "editing_threshold",
-                                             "max_post_steps", "num_to_transfer", "stop_ids"};
+  static const char* const kBlockFields[] = {"block_loop",        "minimal_topk",   "eos_early_stop",
+                                             "editing_threshold", "max_post_steps", "num_to_transfer",
+                                             "stop_ids"};
   if (info.block_size <= 0) {
     for (const char* name : kBlockFields)
       if (field(body, name))
@@ -251,9 +273,7 @@ void parse_block_fields(const json& body, const ModelInfo& info, GenerateParams&
   }
   if (auto v = get_string(body, "block_loop")) {
     const auto loop = block_loop_words().find(*v);
-    if (!loop)
-      bad("block_loop",
-          "'block_loop': '" + *v + "' is not one of " + block_loop_words().accepted());
+    if (!loop) bad("block_loop", "'block_loop': '" + *v + "' is not one of " + block_loop_words().accepted());
     p.block_loop = *loop;
   }
   if (auto v = get_int(body, "minimal_topk", 1, 1 << 20)) p.minimal_topk = *v;
@@ -261,19 +281,7 @@ void parse_block_fields(const json& body, const ModelInfo& info, GenerateParams&
   if (auto v = get_number(body, "editing_threshold", 0, 1)) p.editing_threshold = *v;
   if (auto v = get_int(body, "max_post_steps", 0, 1 << 20)) p.max_post_steps = *v;
   if (auto v = get_int(body, "num_to_transfer", 1, 1 << 20)) p.num_to_transfer = *v;
-  if (const json* v = field(body, "stop_ids")) {
-    // An array of token ids (empty: never stop early, the SDAR reference's default None); null / absent: the
-    // model's EOS and EOT.
-    if (!v->is_array()) bad("stop_ids", std::string("'stop_ids' must be an array of token ids, got ") + type_name(*v));
-    std::vector<int32_t> ids;
-    for (const auto& x : *v) {
-      if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() >= info.vocab_size)
-        bad("stop_ids", "'stop_ids' must hold token ids in [0, " + std::to_string(info.vocab_size) + "), got " +
-                            x.dump());
-      ids.push_back(static_cast<int32_t>(x.get<int64_t>()));
-    }
-    p.stop_ids = std::move(ids);
-  }
+  parse_stop_ids(body, info, p);
 }
 
 void parse_dllm_fields(const json& body, const ModelInfo& info, GenerateParams& p) {
@@ -310,7 +318,61 @@ void parse_dllm_fields(const json& body, const ModelInfo& info, GenerateParams& 
   parse_block_fields(body, info, p);
 }
 
+// Autoregressive models: every diffusion-only field is a 400 by name (checked before any other field).
+void reject_diffusion_fields(const json& body, const ModelInfo& info, const std::string& model_id) {
+  const auto& d = diffusion_only_fields();
+  for (const auto& [key, value] : body.items())
+    if (!value.is_null() && std::find(d.begin(), d.end(), key) != d.end())
+      bad(key, "'" + key + "' applies to diffusion models only; '" + model_id +
+                   "' is an autoregressive model (" + info.architecture +
+                   "): remove it, or name a diffusion model (or \"auto\")");
+}
+
+// Autoregressive models: the sampler's top_k and the stop ids.
+void parse_ar_fields(const json& body, const ModelInfo& info, GenerateParams& p) {
+  if (auto v = get_int(body, "top_k", 0, 1 << 30)) p.top_k = *v;
+  parse_stop_ids(body, info, p);
+}
+
+// /v1/completions `suffix`: a diffusion model fills max_tokens masks between the prompt and the suffix.
+void parse_suffix(const json& body, const ModelInfo& info, const TextCodec& codec,
+                  const std::string& model_id, GenRequest& r) {
+  const json* v = field(body, "suffix");
+  if (!v) return;
+  if (!v->is_string()) bad("suffix", std::string("'suffix' must be a string, got ") + type_name(*v));
+  if (v->get<std::string>().empty()) return;
+  if (info.autoregressive)
+    bad("suffix", "'suffix' (infill) needs a diffusion model: '" + model_id + "' is autoregressive (" +
+                      info.architecture + ") and writes left to right only");
+  if (info.block_size > 0)
+    bad("suffix", "'suffix' (infill) is not offered for block-diffusion models (" + info.architecture + ")");
+  if (r.params.mask_id < 0 && info.mask_id < 0)
+    bad("suffix", "'suffix' (infill) needs the model's mask id: give 'mask_id'");
+  if (field(body, "stop_at_eos") && r.params.stop_at_eos)
+    bad("stop_at_eos", "'stop_at_eos' is not supported with 'suffix' (infill)");
+  r.params.stop_at_eos = false;
+  try {
+    r.suffix = codec.encode(v->get<std::string>(), /*add_special_tokens=*/false);
+  } catch (const std::exception& e) {
+    bad("suffix", std::string("'suffix': ") + e.what());
+  }
+  r.infill = true;
+}
+
 }  // namespace
+
+const std::vector<std::string>& diffusion_only_fields() {
+  static const std::vector<std::string> fields = [] {
+    std::vector<std::string> f = {
+        "steps",          "block_length",   "threshold",        "factor",         "cfg_scale",
+        "alg_temp",       "diffusing",      "mask_placeholder", "stop_at_eos",    "mask_id",
+        "eos_id",         "block_loop",     "minimal_topk",     "eos_early_stop", "editing_threshold",
+        "max_post_steps", "num_to_transfer"};
+    for (auto& k : strategy_keys()) f.push_back(k);
+    return f;
+  }();
+  return fields;
+}
 
 nlohmann::json error_body(const ApiError& e) {
   return {{"error",
@@ -327,14 +389,15 @@ std::optional<ApiError> parse_request(const json& body, Endpoint endpoint, const
       bad("", std::string("the request body must be a JSON object, got ") + type_name(body));
     for (const auto& [key, value] : body.items())
       if (!known_fields(endpoint).count(key)) bad(key, "unknown field '" + key + "'");
-    reject_unsupported(body);
+    reject_unsupported(body, endpoint);
+    if (info.autoregressive) reject_diffusion_fields(body, info, policy.model_id);
     GenRequest r;
     r.endpoint = endpoint;
     r.params = policy.defaults;
     // The block loops have their own stops (eos_early_stop, stop_ids); the server's --stop-at-eos is
     // LLaDA's / Dream's.
-    if (info.block_size > 0) r.params.stop_at_eos = false;
-    if (auto m = get_string(body, "model"); m && *m != policy.model_id)
+    if (info.block_size > 0 || info.autoregressive) r.params.stop_at_eos = false;
+    if (auto m = get_string(body, "model"); m && *m != policy.model_id && *m != kAutoModel)
       bad("model", "unknown model '" + *m + "'; this server serves '" + policy.model_id + "'");
 
     int64_t max_tokens = policy.defaults.gen_length;
@@ -353,7 +416,7 @@ std::optional<ApiError> parse_request(const json& body, Endpoint endpoint, const
 
     if (auto v = get_number(body, "temperature", 0, 2)) r.params.temperature = *v;
     if (auto v = get_number(body, "top_p", 0, 1, /*lo_open=*/true)) {
-      if (*v < 1 && info.architecture != "dream")
+      if (*v < 1 && info.architecture != "dream" && !info.autoregressive)
         bad("top_p", "'top_p' < 1 is not supported for " + info.architecture +
                          " models (its sampler has no nucleus filter); use temperature");
       r.params.top_p = *v;
@@ -384,7 +447,13 @@ std::optional<ApiError> parse_request(const json& body, Endpoint endpoint, const
       for (const auto& x : r.stop)
         if (x.empty()) bad("stop", "'stop' strings must not be empty");
     }
-    parse_dllm_fields(body, info, r.params);
+    if (info.autoregressive) {
+      parse_ar_fields(body, info, r.params);
+      r.end_ids = autoregressive_stop_ids(info, r.params);
+    } else {
+      parse_dllm_fields(body, info, r.params);
+    }
+    if (endpoint == Endpoint::kCompletions) parse_suffix(body, info, codec, policy.model_id, r);
 
     r.prompt = endpoint == Endpoint::kChat ? chat_prompt(body, codec) : completion_prompt(body, codec);
     const char* prompt_name = endpoint == Endpoint::kChat ? "messages" : "prompt";
@@ -397,10 +466,15 @@ std::optional<ApiError> parse_request(const json& body, Endpoint endpoint, const
       bad(prompt_name, std::string("'") + prompt_name + "' is " + std::to_string(r.prompt.size()) +
                            " tokens, over this server's limit of " +
                            std::to_string(policy.max_prompt_tokens));
-    if (static_cast<int64_t>(r.prompt.size()) + max_tokens > info.max_seq_len)
-      bad(mt_name, "the prompt (" + std::to_string(r.prompt.size()) + " tokens) + '" + mt_name + "' (" +
-                       std::to_string(max_tokens) + ") exceed the model's context of " +
-                       std::to_string(info.max_seq_len) + " tokens");
+    for (int32_t id : r.suffix)
+      if (id >= info.vocab_size)
+        bad("suffix", "token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                          std::to_string(info.vocab_size) + ")");
+    const int64_t context = static_cast<int64_t>(r.prompt.size() + r.suffix.size());
+    if (context + max_tokens > info.max_seq_len)
+      bad(mt_name, std::string("the prompt") + (r.infill ? " and suffix (" : " (") + std::to_string(context) +
+                       " tokens) + '" + mt_name + "' (" + std::to_string(max_tokens) +
+                       ") exceed the model's context of " + std::to_string(info.max_seq_len) + " tokens");
     out = std::move(r);
     return std::nullopt;
   } catch (const FieldError& e) {

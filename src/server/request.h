@@ -43,9 +43,22 @@ struct GenRequest {
   std::vector<std::string> stop;
   bool stream = false, diffusing = false, include_usage = false;
   std::string mask_placeholder;
+  // /v1/completions with a non-empty `suffix` (diffusion models): the canvas is prompt + max_tokens masks +
+  // suffix, run by dllm::infill; the answer is the filled masks.
+  bool infill = false;
+  std::vector<int32_t> suffix;
+  // Autoregressive models: the ids that end a choice's text (the model's end-of-generation ids or stop_ids).
+  std::vector<int32_t> end_ids;
 };
 
+// The request fields only a diffusion model takes (the dLLM extensions: steps, block_length, the strategy
+// words, diffusing, ...): an autoregressive model answers them with a 400 naming the field, and the router
+// sends a request carrying one to a diffusion model.
+const std::vector<std::string>& diffusion_only_fields();
+
 // Fills `out` or returns the error. `body` is the parsed JSON (the caller answers malformed JSON itself).
+// `model` must be absent, policy.model_id, or "auto" (the router chose this model); an autoregressive `info`
+// takes the OpenAI fields plus top_k and stop_ids, and refuses the diffusion-only ones.
 std::optional<ApiError> parse_request(const nlohmann::json& body, Endpoint endpoint, const TextCodec& codec,
                                       const ModelInfo& info, const RequestPolicy& policy, GenRequest& out);
 

@@ -7,12 +7,66 @@
 
 namespace dllm::server {
 
-Job::Job(std::unique_ptr<DenoiseLoop> denoiser, Updates updates)
+void ForwardGate::lock() {
+  std::unique_lock<std::mutex> lock(mu_);
+  const uint64_t ticket = next_++;
+  cv_.wait(lock, [&] { return serving_ == ticket; });
+}
+
+void ForwardGate::unlock() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++serving_;
+  }
+  cv_.notify_all();
+}
+
+namespace {
+
+// Holds the gate (when there is one) for its lifetime; yield() lets the runners waiting go first.
+class GateHold {
+ public:
+  explicit GateHold(ForwardGate* gate) : gate_(gate) {
+    if (gate_) gate_->lock();
+  }
+  ~GateHold() { release(); }
+  GateHold(const GateHold&) = delete;
+  GateHold& operator=(const GateHold&) = delete;
+  void release() {
+    if (gate_ && held_) gate_->unlock();
+    held_ = false;
+  }
+  void yield() {
+    if (!gate_) return;
+    release();
+    gate_->lock();
+    held_ = true;
+  }
+
+ private:
+  ForwardGate* gate_;
+  bool held_ = true;
+};
+
+}  // namespace
+
+Job::Job(std::unique_ptr<DenoiseLoop> denoiser, Updates updates, Window window)
     : rows(denoiser->batch_rows()),
       denoiser_(std::move(denoiser)),
+      row_events_(denoiser_->block_loop()),
+      window_(window),
       mode_(updates),
       canvas_(denoiser_->rows()),
       final_prefix_(denoiser_->rows(), 0) {}
+
+Job::Job(std::vector<std::vector<int32_t>> prompts, GenerateParams params, Updates updates)
+    : rows(1),  // the choices are decoded one after another
+      prompts_(std::move(prompts)),
+      params_(std::move(params)),
+      row_events_(true),
+      mode_(updates),
+      canvas_(prompts_.size()),
+      final_prefix_(prompts_.size(), 0) {}
 
 StepUpdate Job::merge(const StepEvent& ev) {
   const int64_t n = static_cast<int64_t>(canvas_.size());
@@ -22,8 +76,8 @@ StepUpdate Job::merge(const StepEvent& ev) {
   u.forwards = ev.forwards;
   u.committed.resize(n);
   u.edited.resize(n);
-  // A block loop's event carries one row (ev.row); a Denoiser's carries all of them.
-  const int64_t first = denoiser_->block_loop() ? ev.row : 0;
+  // A block loop's or an autoregressive event carries one row (ev.row); a Denoiser's carries all of them.
+  const int64_t first = row_events_ ? ev.row : 0;
   if (ev.canvas)
     for (size_t k = 0; k < ev.canvas->size() && first + static_cast<int64_t>(k) < n; ++k) {
       const size_t r = first + k;
@@ -34,8 +88,29 @@ StepUpdate Job::merge(const StepEvent& ev) {
                              ? (*ev.final_prefix)[k]
                              : static_cast<int64_t>(canvas_[r].size());
     }
-  u.canvas = canvas_;
-  u.final_prefix = final_prefix_;
+  if (window_.length < 0) {
+    u.canvas = canvas_;
+    u.final_prefix = final_prefix_;
+    return u;
+  }
+  // Positions relative to the window; those outside it dropped.
+  const int64_t lo = window_.offset, hi = window_.offset + window_.length;
+  u.canvas.resize(n);
+  u.final_prefix.resize(n);
+  auto shift = [&](std::vector<int64_t>& positions) {
+    std::vector<int64_t> kept;
+    for (int64_t p : positions)
+      if (p >= lo && p < hi) kept.push_back(p - lo);
+    positions = std::move(kept);
+  };
+  for (int64_t r = 0; r < n; ++r) {
+    const auto& row = canvas_[r];
+    const int64_t size = static_cast<int64_t>(row.size());
+    if (size > lo) u.canvas[r].assign(row.begin() + lo, row.begin() + std::min(hi, size));
+    u.final_prefix[r] = std::clamp<int64_t>(final_prefix_[r] - lo, 0, window_.length);
+    shift(u.committed[r]);
+    shift(u.edited[r]);
+  }
   return u;
 }
 
@@ -58,6 +133,12 @@ void Job::publish(StepUpdate u) {
 }
 
 void Job::finish(GenerateResult r, std::optional<std::string> error) {
+  if (window_.length >= 0)
+    for (auto& row : r.outputs) {
+      const int64_t size = static_cast<int64_t>(row.size());
+      const int64_t lo = std::min(window_.offset, size), hi = std::min(window_.offset + window_.length, size);
+      row = std::vector<int32_t>(row.begin() + lo, row.begin() + hi);
+    }
   std::lock_guard<std::mutex> lock(mu_);
   if (ended_) return;
   result_ = std::move(r);
@@ -66,8 +147,8 @@ void Job::finish(GenerateResult r, std::optional<std::string> error) {
   cv_.notify_all();
 }
 
-Scheduler::Scheduler(Model& model, Metrics& metrics, SchedulerLimits limits)
-    : model_(model), metrics_(metrics), limits_(limits), thread_([this] { loop(); }) {}
+Scheduler::Scheduler(Model& model, Metrics& metrics, SchedulerLimits limits, ForwardGate* gate)
+    : model_(model), metrics_(metrics), limits_(limits), gate_(gate), thread_([this] { loop(); }) {}
 
 Scheduler::~Scheduler() {
   shutdown();
@@ -141,6 +222,8 @@ void Scheduler::loop() {
     retire(active);
     active_rows = 0;
     for (auto& j : active) active_rows += j->rows;
+    metrics_.active_requests = static_cast<int64_t>(active.size());
+    metrics_.active_rows = active_rows;
   }
   for (auto& j : active) j->finish({}, "the server is shutting down");
 }
@@ -203,6 +286,7 @@ void Scheduler::retire(std::vector<std::shared_ptr<Job>>& active) {
 void Scheduler::run_step(const std::vector<Pending>& group) {
   std::vector<const ForwardPlan*> plans;
   for (const Pending& p : group) plans.push_back(p.plan);
+  GateHold hold(gate_);
   const auto t0 = Clock::now();
   try {
     // One forward for every canvas of the group (denoise/batch_forward.h): rows right-padded to the longest.
@@ -241,6 +325,113 @@ void Scheduler::run_step(const std::vector<Pending>& group) {
     for (const Pending& p : group) p.job->finish({}, std::string("model forward failed: ") + e.what());
     metrics_.failed += group.size();
   }
+}
+
+}  // namespace dllm::server
+
+namespace dllm::server {
+
+ArScheduler::ArScheduler(Model& model, Metrics& metrics, SchedulerLimits limits, ForwardGate* gate)
+    : model_(model), metrics_(metrics), limits_(limits), gate_(gate), thread_([this] { loop(); }) {}
+
+ArScheduler::~ArScheduler() {
+  shutdown();
+}
+
+bool ArScheduler::submit(const std::shared_ptr<Job>& job) {
+  if (job->denoiser_) return false;  // not an autoregressive job
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_ || static_cast<int64_t>(queue_.size()) >= limits_.max_queue) return false;
+    queue_.push_back(job);
+    metrics_.queue_depth = static_cast<int64_t>(queue_.size());
+  }
+  cv_.notify_all();
+  return true;
+}
+
+void ArScheduler::shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void ArScheduler::loop() {
+  for (;;) {
+    std::shared_ptr<Job> job;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (stop_) {
+        for (auto& j : queue_) j->finish({}, "the server is shutting down");
+        queue_.clear();
+        metrics_.queue_depth = 0;
+        return;
+      }
+      job = queue_.front();
+      queue_.pop_front();
+      metrics_.queue_depth = static_cast<int64_t>(queue_.size());
+    }
+    if (job->cancelled()) {
+      GenerateResult r;
+      r.cancelled = true;
+      job->finish(std::move(r), std::nullopt);
+      ++metrics_.cancelled;
+      continue;
+    }
+    metrics_.active_requests = 1;
+    metrics_.active_rows = 1;
+    run(*job);
+    metrics_.active_requests = 0;
+    metrics_.active_rows = 0;
+  }
+}
+
+void ArScheduler::run(Job& j) {
+  j.started = Clock::now();
+  metrics_.queue_seconds.observe(std::chrono::duration<double>(j.started - j.arrived).count());
+  GateHold hold(gate_);
+  auto since = Clock::now();  // the gate was granted: the forward(s) behind the next token start
+  int64_t counted = 0;        // forwards counted so far (StepEvent::forwards is cumulative)
+  auto on_token = [&](const StepEvent& ev) {
+    const auto now = Clock::now();
+    const int64_t forwards = ev.forwards - counted;
+    counted = ev.forwards;
+    metrics_.forwards += forwards;
+    metrics_.forward_rows += forwards;
+    for (int64_t i = 0; i < forwards; ++i) metrics_.batch_rows.observe(1);
+    metrics_.forward_seconds.observe(std::chrono::duration<double>(now - since).count());
+    ++metrics_.steps;
+    if (j.steps_++ == 0) {
+      j.first_step = now;
+      metrics_.first_step_seconds.observe(std::chrono::duration<double>(j.first_step - j.arrived).count());
+    }
+    if (j.mode_ != Updates::kNone) j.publish(j.merge(ev));
+    hold.yield();  // another model's forward may go before this one's next token
+    since = Clock::now();
+    return !j.cancelled() && !stop_;
+  };
+  Expected<GenerateResult> r = generate(model_, j.prompts_, j.params_, on_token);
+  hold.release();
+  if (!r) {
+    j.finish({}, r.error());
+    ++metrics_.failed;
+    return;
+  }
+  metrics_.forwards += r->forwards - counted;
+  metrics_.forward_tokens += r->forward_tokens;
+  if (r->cancelled) {
+    if (stop_) {
+      j.finish({}, "the server is shutting down");
+      return;
+    }
+    ++metrics_.cancelled;
+  }
+  r->seconds = std::chrono::duration<double>(Clock::now() - j.started).count();
+  j.finish(std::move(*r), std::nullopt);
 }
 
 }  // namespace dllm::server

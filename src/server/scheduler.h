@@ -1,10 +1,15 @@
 // The request queue and the batching scheduler. One thread owns the model: each iteration it admits queued
 // jobs while the batch has room, drops cancelled ones, runs one forward for all active uncached canvases
 // together (rows right-padded to the longest, padding masked out by the validity flags) plus one forward per
-// cached or block-causal canvas, and steps every job's DenoiseLoop (denoise/denoise_loop.h: a Denoiser, or the
-// block-diffusion loops, one BlockDenoiser per choice in turn). Jobs join and leave between any two steps. Each
-// job gets its canvas after every step through its own mailbox; nothing the scheduler does ever blocks on a
-// client.
+// cached or block-causal canvas, and steps every job's DenoiseLoop (denoise/denoise_loop.h: a Denoiser, or
+// the block-diffusion loops, one BlockDenoiser per choice in turn). Jobs join and leave between any two
+// steps. Each job gets its canvas after every step through its own mailbox; nothing the scheduler does ever
+// blocks on a client.
+//
+// Autoregressive models (ModelInfo::autoregressive) have their own runner, ArScheduler: one job at a time, in
+// arrival order, decoded by dllm::generate token by token. Several served models each have their runner; a
+// ForwardGate the runners share lets one model forward run at a time in the whole server (a CPU forward uses
+// every core), in the order they asked for it.
 #pragma once
 
 #include <atomic>
@@ -39,9 +44,31 @@ struct StepUpdate {
 // Which canvases a job's mailbox keeps: none (only the end matters), the latest, or every step's.
 enum class Updates { kNone, kLatest, kAll };
 
+// The part of each row's canvas a job answers with: positions [offset, offset + length) (infill: the masks
+// between prompt and suffix); length < 0: the whole canvas.
+struct Window {
+  int64_t offset = 0, length = -1;
+};
+
+// One model forward at a time, across every runner that shares the gate, granted first come, first served (a
+// ticket lock: a runner that releases and asks again queues behind those already waiting).
+class ForwardGate {
+ public:
+  void lock();
+  void unlock();
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  uint64_t next_ = 0, serving_ = 0;
+};
+
 class Job {
  public:
-  Job(std::unique_ptr<DenoiseLoop> denoiser, Updates updates);
+  // A denoising job (Scheduler).
+  Job(std::unique_ptr<DenoiseLoop> denoiser, Updates updates, Window window = {});
+  // An autoregressive job (ArScheduler): the prompts decoded one after another by dllm::generate.
+  Job(std::vector<std::vector<int32_t>> prompts, GenerateParams params, Updates updates);
 
   // Handler side: waits up to `timeout` for news. Returns the updates since the last call (see Updates) and
   // whether the job has ended.
@@ -63,13 +90,19 @@ class Job {
 
  private:
   friend class Scheduler;
+  friend class ArScheduler;
   void publish(StepUpdate u);
   void finish(GenerateResult r, std::optional<std::string> error);
 
-  // The event of the last step merged into the rows' canvases (scheduler thread only).
+  // The event of the last step merged into the rows' canvases (scheduler thread only), cut to the window.
   StepUpdate merge(const StepEvent& ev);
 
   std::unique_ptr<DenoiseLoop> denoiser_;
+  std::vector<std::vector<int32_t>> prompts_;  // autoregressive jobs
+  GenerateParams params_;
+  bool row_events_ =
+      false;  // an event carries one row (StepEvent::row): block loops, autoregressive decoding
+  Window window_;
   Updates mode_;
   std::vector<std::vector<int32_t>> canvas_;
   std::vector<int64_t> final_prefix_;
@@ -88,13 +121,22 @@ struct SchedulerLimits {
   int64_t max_batch_rows = 8;  // canvas rows denoised together
 };
 
-class Scheduler {
+// What the server hands jobs to: a Scheduler (diffusion models) or an ArScheduler.
+class Runner {
  public:
-  Scheduler(Model& model, Metrics& metrics, SchedulerLimits limits);
-  ~Scheduler();
+  virtual ~Runner() = default;
   // Queues the job; false when the queue is full.
-  bool submit(const std::shared_ptr<Job>& job);
-  void shutdown();
+  virtual bool submit(const std::shared_ptr<Job>& job) = 0;
+  virtual void shutdown() = 0;
+};
+
+class Scheduler final : public Runner {
+ public:
+  // `gate`: shared with the other models' runners (nullptr: this model alone).
+  Scheduler(Model& model, Metrics& metrics, SchedulerLimits limits, ForwardGate* gate = nullptr);
+  ~Scheduler() override;
+  bool submit(const std::shared_ptr<Job>& job) override;
+  void shutdown() override;
 
  private:
   void loop();
@@ -110,10 +152,36 @@ class Scheduler {
   Model& model_;
   Metrics& metrics_;
   SchedulerLimits limits_;
+  ForwardGate* gate_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Job>> queue_;
   bool stop_ = false;
+  std::thread thread_;
+};
+
+// An autoregressive model's runner: one thread decodes the queued jobs one at a time, in arrival order (each
+// job's n choices one after another), holding the gate for each token's forward only, so that other models'
+// forwards interleave with its tokens. A cancelled job stops at its next token.
+class ArScheduler final : public Runner {
+ public:
+  ArScheduler(Model& model, Metrics& metrics, SchedulerLimits limits, ForwardGate* gate = nullptr);
+  ~ArScheduler() override;
+  bool submit(const std::shared_ptr<Job>& job) override;
+  void shutdown() override;
+
+ private:
+  void loop();
+  void run(Job& job);
+
+  Model& model_;
+  Metrics& metrics_;
+  SchedulerLimits limits_;
+  ForwardGate* gate_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<Job>> queue_;
+  std::atomic<bool> stop_{false};
   std::thread thread_;
 };
 

@@ -3,8 +3,8 @@
 #include <httplib.h>
 
 #include <csignal>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 
 #include "core/error.h"
@@ -30,10 +30,29 @@ constexpr auto kHeartbeat = std::chrono::milliseconds(1000);
 // may name another field in passing: "remasking is ... (the threshold goes with ...)"); at one position the
 // longer name ("editing_threshold" holds "threshold").
 std::string param_of(const std::string& message, const json& body) {
-  static const char* const kFields[] = {
-      "editing_threshold", "max_post_steps", "num_to_transfer", "minimal_topk", "stop_at_eos", "eos_early_stop",
-      "mask_id", "eos_id", "block_length", "steps", "threshold", "factor", "top_p", "top_k", "cfg_scale",
-      "temperature", "alg_temp", "cache", "remasking", "unmask", "alg", "schedule", "sampler"};
+  static const char* const kFields[] = {"editing_threshold",
+                                        "max_post_steps",
+                                        "num_to_transfer",
+                                        "minimal_topk",
+                                        "stop_at_eos",
+                                        "eos_early_stop",
+                                        "mask_id",
+                                        "eos_id",
+                                        "block_length",
+                                        "steps",
+                                        "threshold",
+                                        "factor",
+                                        "top_p",
+                                        "top_k",
+                                        "cfg_scale",
+                                        "temperature",
+                                        "alg_temp",
+                                        "cache",
+                                        "remasking",
+                                        "unmask",
+                                        "alg",
+                                        "schedule",
+                                        "sampler"};
   std::string best;
   size_t best_at = std::string::npos;
   for (bool given_only : {true, false}) {
@@ -53,55 +72,123 @@ std::string param_of(const std::string& message, const json& body) {
   return "";
 }
 
+// A served model: its codec, request policy, metrics and runner.
+struct Served {
+  std::string name;
+  ModelKind kind = ModelKind::kDiffusion;
+  std::shared_ptr<Model> model;
+  TextCodec codec;
+  RequestPolicy policy;
+  Metrics metrics;
+  std::unique_ptr<Runner> runner;  // after metrics: stopped before they go
+};
+
+// An autoregressive model's request defaults: the sampling ones of the server's (the rest are denoising
+// settings it refuses).
+GenerateParams autoregressive_defaults(const GenerateParams& d) {
+  GenerateParams p;
+  p.gen_length = d.gen_length;
+  p.temperature = d.temperature;
+  p.top_k = d.top_k;
+  p.top_p = d.top_p;
+  p.seed = d.seed;
+  return p;
+}
+
 class App {
  public:
-  App(std::shared_ptr<Model> model, TextCodec codec, const ServeOptions& o)
-      : model_(std::move(model)), codec_(std::move(codec)), o_(o), scheduler_(*model_, metrics_, o.limits) {}
+  App(std::vector<std::unique_ptr<Served>> served, const ServeOptions& o)
+      : o_(o), served_(std::move(served)) {
+    for (auto& m : served_) {
+      if (m->kind == ModelKind::kAutoregressive)
+        m->runner = std::make_unique<ArScheduler>(*m->model, m->metrics, o.limits, &gate_);
+      else
+        m->runner = std::make_unique<Scheduler>(*m->model, m->metrics, o.limits, &gate_);
+      targets_.push_back({m->name, m->kind});
+    }
+  }
 
   void routes(httplib::Server& s);
 
  private:
-  void reply_error(httplib::Response& res, const ApiError& e, const std::string& endpoint) {
+  void reply_error(httplib::Response& res, const ApiError& e, const std::string& endpoint,
+                   const json& route = nullptr) {
     res.status = e.status;
-    res.set_content(dump(error_body(e)), "application/json");
+    json body = error_body(e);
+    if (!route.is_null()) body["dllm"] = {{"route", route}};
+    res.set_content(dump(body), "application/json");
     metrics_.count_request(endpoint, e.status);
   }
   void generate(const httplib::Request& req, httplib::Response& res, Endpoint endpoint);
-  json models_json() const;
+  json model_json(const Served& m) const;
+  json auto_json() const;
+  const Served* find(const std::string& name) const {
+    for (const auto& m : served_)
+      if (m->name == name) return m.get();
+    return nullptr;
+  }
+  std::string names() const {
+    std::string out;
+    for (const auto& m : served_) out += (out.empty() ? "'" : ", '") + m->name + "'";
+    return out + ", 'auto'";
+  }
 
-  std::shared_ptr<Model> model_;
-  TextCodec codec_;
   ServeOptions o_;
-  Metrics metrics_;
-  Scheduler scheduler_;
+  ServerMetrics metrics_;
+  ForwardGate gate_;  // before the runners that share it
+  std::vector<std::unique_ptr<Served>> served_;
+  std::vector<RouteTarget> targets_;
 };
 
-json App::models_json() const {
-  const ModelInfo& i = model_->info();
-  const GenerateParams& d = o_.policy.defaults;
-  json model = {{"id", o_.policy.model_id},
+json App::model_json(const Served& m) const {
+  const ModelInfo& i = m.model->info();
+  const GenerateParams& d = m.policy.defaults;
+  json defaults = {{"max_tokens", d.gen_length}, {"temperature", d.temperature}};
+  if (m.kind == ModelKind::kDiffusion) {
+    defaults["steps"] = d.steps;
+    defaults["block_length"] = d.block_length;
+    defaults["threshold"] = d.transfer == Transfer::kThreshold ? json(d.threshold) : json(nullptr);
+    defaults["cfg_scale"] = d.cfg_scale;
+  }
+  json model = {{"id", m.name},
                 {"object", "model"},
                 {"created", 0},
                 {"owned_by", "dllm"},
                 {"dllm",
-                 {{"architecture", i.architecture},
-                  {"tokenizer", codec_.kind()},
-                  {"chat_template", codec_.chat_template() != nullptr},
+                 {{"kind", kind_name(m.kind)},
+                  {"default", &m == served_.front().get()},
+                  {"architecture", i.architecture},
+                  {"tokenizer", m.codec.kind()},
+                  {"chat_template", m.codec.chat_template() != nullptr},
                   {"vocab_size", i.vocab_size},
                   {"max_seq_len", i.max_seq_len},
                   {"n_params", i.n_params},
-                  {"mask_id", codec_.mask_id()},
+                  {"mask_id", m.codec.mask_id()},
                   {"block_size", i.block_size},
-                  {"defaults",
-                   {{"max_tokens", d.gen_length},
-                    {"steps", d.steps},
-                    {"block_length", d.block_length},
-                    {"threshold", d.transfer == Transfer::kThreshold ? json(d.threshold) : json(nullptr)},
-                    {"temperature", d.temperature},
-                    {"cfg_scale", d.cfg_scale}}},
-                  {"limits", {{"max_tokens", o_.policy.max_tokens}, {"max_n", o_.policy.max_n}}}}}};
-  if (!codec_.tokenizer_error().empty()) model["dllm"]["tokenizer_error"] = codec_.tokenizer_error();
+                  {"defaults", defaults},
+                  {"limits", {{"max_tokens", m.policy.max_tokens}, {"max_n", m.policy.max_n}}}}}};
+  if (!m.codec.tokenizer_error().empty()) model["dllm"]["tokenizer_error"] = m.codec.tokenizer_error();
   return model;
+}
+
+json App::auto_json() const {
+  json models = json::array();
+  for (const auto& t : targets_) models.push_back({{"id", t.name}, {"kind", kind_name(t.kind)}});
+  return {{"id", std::string(kAutoModel)},
+          {"object", "model"},
+          {"created", 0},
+          {"owned_by", "dllm"},
+          {"dllm",
+           {{"kind", "router"},
+            {"models", models},
+            {"policy",
+             {{"short_max_tokens", o_.router.short_max_tokens},
+              {"keywords", o_.router.keywords},
+              {"reasons", [] {
+                 json r = json::array();
+                 for (RouteReason x : all_route_reasons()) r.push_back(reason_name(x));
+                 return r;
+               }()}}}}}};
 }
 
 void App::routes(httplib::Server& s) {
@@ -160,27 +247,45 @@ void App::routes(httplib::Server& s) {
     res.set_content(std::string(web_style_css()), "text/css; charset=utf-8");
   });
   s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    json models = json::array();
+    int64_t queued = 0, active = 0;
+    for (const auto& m : served_) {
+      const int64_t q = m->metrics.queue_depth.load(), a = m->metrics.active_requests.load();
+      queued += q;
+      active += a;
+      models.push_back(
+          {{"id", m->name}, {"kind", kind_name(m->kind)}, {"queue_depth", q}, {"active_requests", a}});
+    }
     json h = {{"status", "ok"},
-              {"model", o_.policy.model_id},
-              {"queue_depth", metrics_.queue_depth.load()},
-              {"active_requests", metrics_.active_requests.load()}};
+              {"model", served_.front()->name},
+              {"models", models},
+              {"queue_depth", queued},
+              {"active_requests", active}};
     res.set_content(dump(h), "application/json");
   });
   s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(metrics_.render(), "text/plain; version=0.0.4");
+    std::vector<ModelMetricsView> views;
+    for (const auto& m : served_)
+      views.push_back({m->name, kind_name(m->kind), m->model->info().architecture, &m->metrics});
+    res.set_content(metrics_.render(views), "text/plain; version=0.0.4");
   });
   s.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(dump(json({{"object", "list"}, {"data", json::array({models_json()})}})),
-                    "application/json");
+    json data = json::array();
+    for (const auto& m : served_) data.push_back(model_json(*m));
+    data.push_back(auto_json());
+    res.set_content(dump(json({{"object", "list"}, {"data", data}})), "application/json");
     metrics_.count_request("/v1/models", 200);
   });
   s.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
-    if (req.matches[1] != o_.policy.model_id) {
-      ApiError e{404, "unknown model '" + std::string(req.matches[1]) + "'", "model", "invalid_request_error",
-                 "model_not_found"};
+    const std::string id = req.matches[1];
+    if (id == kAutoModel) return res.set_content(dump(auto_json()), "application/json");
+    const Served* m = find(id);
+    if (!m) {
+      ApiError e{404, "unknown model '" + id + "'; this server serves " + names(), "model",
+                 "invalid_request_error", "model_not_found"};
       return reply_error(res, e, "/v1/models");
     }
-    res.set_content(dump(models_json()), "application/json");
+    res.set_content(dump(model_json(*m)), "application/json");
   });
   s.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
     generate(req, res, Endpoint::kCompletions);
@@ -197,7 +302,12 @@ struct Exchange {
   ResponseMeta meta;
   std::vector<PrefixStream> streams;
   std::string endpoint;
+  Served* served = nullptr;
+  json route;  // dllm.route of the answer
   bool finished = false;
+  int64_t prompt_tokens() const {
+    return static_cast<int64_t>(request.prompt.size() + request.suffix.size());
+  }
 };
 
 void App::generate(const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
@@ -211,44 +321,102 @@ void App::generate(const httplib::Request& req, httplib::Response& res, Endpoint
                         "invalid_request_error", ""},
                        name);
   }
+  // Which model: the one named, the router's choice for "auto", or the default (first) one. A `model` of the
+  // wrong type goes to the default model, whose validation names the field.
+  RouteDecision decision;
+  decision.reason = RouteReason::kDefault;
+  decision.detail = "no model named -> the default model";
+  const auto model_field = body.is_object() ? body.find("model") : body.end();
+  if (body.is_object() && model_field != body.end() && model_field->is_string()) {
+    const std::string wanted = model_field->get<std::string>();
+    if (wanted == kAutoModel) {
+      decision = route(route_features(body, endpoint == Endpoint::kChat, o_.policy.defaults.gen_length),
+                       targets_, o_.router);
+    } else {
+      decision.model = served_.size();
+      for (size_t i = 0; i < served_.size(); ++i)
+        if (served_[i]->name == wanted) decision.model = i;
+      if (decision.model == served_.size())
+        return reply_error(res,
+                           {400, "unknown model '" + wanted + "'; this server serves " + names(), "model",
+                            "invalid_request_error", "model_not_found"},
+                           name);
+      decision.reason = RouteReason::kRequested;
+      decision.detail = "named in the request";
+    }
+  }
+  Served& m = *served_[decision.model];
+  const json route = route_json(decision, targets_);
+  // Errors of a request the router placed say where it went (in the message and as dllm.route).
+  const bool routed = decision.reason != RouteReason::kRequested && decision.reason != RouteReason::kDefault;
+  const json route_if_auto = routed ? route : json(nullptr);
+
   auto x = std::make_shared<Exchange>();
-  if (auto err = parse_request(body, endpoint, codec_, model_->info(), o_.policy, x->request))
-    return reply_error(res, *err, name);
+  x->route = route;
+  if (auto err = parse_request(body, endpoint, m.codec, m.model->info(), m.policy, x->request)) {
+    if (routed) err->message += " (model \"auto\" chose '" + m.name + "': " + decision.detail + ")";
+    return reply_error(res, *err, name, route_if_auto);
+  }
   const GenRequest& r = x->request;
-  std::unique_ptr<DenoiseLoop> denoiser;
-  try {
-    // Bidirectional families: one Denoiser for the n choices; block-diffusion ones: a BlockDenoiser per
-    // choice, one after another (each seeded by its choice index).
-    denoiser = make_denoise_loop(model_->info(), std::vector<std::vector<int32_t>>(r.n, r.prompt), r.params);
-  } catch (const std::exception& e) {
-    return reply_error(res, {400, e.what(), param_of(e.what(), body), "invalid_request_error", ""}, name);
-  }
   const Updates updates = !r.stream ? Updates::kNone : (r.diffusing ? Updates::kAll : Updates::kLatest);
-  x->job = std::make_shared<Job>(std::move(denoiser), updates);
-  x->meta = make_meta(endpoint, o_.policy.model_id);
+  if (m.kind == ModelKind::kAutoregressive) {
+    x->job = std::make_shared<Job>(std::vector<std::vector<int32_t>>(r.n, r.prompt), r.params, updates);
+  } else {
+    std::unique_ptr<DenoiseLoop> denoiser;
+    Window window;
+    try {
+      if (r.infill) {
+        // prompt + max_tokens masks + suffix; the answer is the masks' window.
+        const int32_t mask = r.params.mask_id >= 0 ? r.params.mask_id : m.model->info().mask_id;
+        std::vector<int32_t> canvas = r.prompt;
+        canvas.insert(canvas.end(), r.params.gen_length, mask);
+        canvas.insert(canvas.end(), r.suffix.begin(), r.suffix.end());
+        denoiser =
+            make_denoise_loop(m.model->info(), std::vector<std::vector<int32_t>>(r.n, canvas), r.params,
+                              /*infill=*/true);
+        window = {static_cast<int64_t>(r.prompt.size()), r.params.gen_length};
+      } else {
+        // Bidirectional families: one Denoiser for the n choices; block-diffusion ones: a BlockDenoiser per
+        // choice, one after another (each seeded by its choice index).
+        denoiser =
+            make_denoise_loop(m.model->info(), std::vector<std::vector<int32_t>>(r.n, r.prompt), r.params);
+      }
+    } catch (const std::exception& e) {
+      return reply_error(res, {400, e.what(), param_of(e.what(), body), "invalid_request_error", ""}, name,
+                         route_if_auto);
+    }
+    x->job = std::make_shared<Job>(std::move(denoiser), updates, window);
+  }
+  x->meta = make_meta(endpoint, m.name);
   x->endpoint = name;
+  x->served = &m;
   // SDAR's output ends after a stop id (kept in the text unless it is an end token).
-  const bool sdar = model_->info().block_size > 0 &&
-                    (r.params.block_loop == BlockLoop::kSdar ||
-                     (r.params.block_loop == BlockLoop::kDefault && model_->info().architecture == "sdar"));
+  const ModelInfo& info = m.model->info();
+  const bool sdar =
+      info.block_size > 0 && (r.params.block_loop == BlockLoop::kSdar ||
+                              (r.params.block_loop == BlockLoop::kDefault && info.architecture == "sdar"));
   for (int i = 0; i < r.n; ++i) {
-    x->streams.emplace_back(codec_, r.stop, r.params.mask_id, r.params.eos_id);
+    x->streams.emplace_back(m.codec, r.stop, r.params.mask_id, r.params.eos_id);
     if (sdar && r.params.stop_ids) x->streams.back().stop_after(*r.params.stop_ids);
+    if (!r.end_ids.empty()) x->streams.back().end_at(r.end_ids);
   }
-  if (!scheduler_.submit(x->job)) {
+  if (!m.runner->submit(x->job)) {
     ApiError e{429,
-               "the request queue is full (" + std::to_string(o_.limits.max_queue) + " waiting); retry later",
+               "the request queue is full (" + std::to_string(o_.limits.max_queue) + " waiting for '" +
+                   m.name + "'); retry later",
                "", "rate_limit_exceeded", "queue_full"};
-    return reply_error(res, e, name);
+    return reply_error(res, e, name, route_if_auto);
   }
-  metrics_.prompt_tokens += r.prompt.size() * r.n;
+  m.metrics.prompt_tokens += x->prompt_tokens() * r.n;
+  metrics_.count_route(m.name, reason_name(decision.reason));  // an accepted request
 
   auto finish_metrics = [this, x](int status) {
     if (x->finished) return;
     x->finished = true;
     metrics_.count_request(x->endpoint, status);
-    metrics_.request_seconds.observe(std::chrono::duration<double>(Clock::now() - x->job->arrived).count());
-    for (const auto& s : x->streams) metrics_.completion_tokens += s.tokens();
+    Metrics& mm = x->served->metrics;
+    mm.request_seconds.observe(std::chrono::duration<double>(Clock::now() - x->job->arrived).count());
+    for (const auto& s : x->streams) mm.completion_tokens += s.tokens();
   };
   auto stats = [x]() {
     const GenerateResult& g = x->job->result();
@@ -256,7 +424,8 @@ void App::generate(const httplib::Request& req, httplib::Response& res, Endpoint
                 {"steps", g.forwards},
                 {"forward_tokens", g.forward_tokens},
                 {"seconds", g.seconds},
-                {"queue_seconds", std::chrono::duration<double>(x->job->started - x->job->arrived).count()}};
+                {"queue_seconds", std::chrono::duration<double>(x->job->started - x->job->arrived).count()},
+                {"route", x->route}};
   };
 
   if (!r.stream) {
@@ -277,7 +446,6 @@ void App::generate(const httplib::Request& req, httplib::Response& res, Endpoint
             if (x->job->error()) {
               ApiError e{500, *x->job->error(), "", "server_error", ""};
               out = dump(error_body(e));
-              ++metrics_.failed;
             } else {
               std::vector<ChoiceResult> choices;
               const auto& outputs = x->job->result().outputs;
@@ -286,8 +454,7 @@ void App::generate(const httplib::Request& req, httplib::Response& res, Endpoint
                 s.advance(outputs[i], /*final=*/true);
                 choices.push_back({s.text(), s.stopped() ? "stop" : "length", s.tokens()});
               }
-              out = dump(
-                  full_response(x->meta, choices, static_cast<int64_t>(x->request.prompt.size()), stats()));
+              out = dump(full_response(x->meta, choices, x->prompt_tokens(), stats()));
             }
             finish_metrics(x->job->error() ? 500 : 200);
             out += "\n";
@@ -315,9 +482,13 @@ void App::generate(const httplib::Request& req, httplib::Response& res, Endpoint
         };
         const int n = static_cast<int>(x->streams.size());
         std::vector<uint8_t> closed(n, 0);
-        if (x->meta.endpoint == Endpoint::kChat)
-          for (int i = 0; i < n; ++i)
-            if (!put(sse(text_chunk(x->meta, i, "", "", /*role_only=*/true)))) return fail();
+        // The first chunk carries the route (chat: with the role of choice 0; completions: an empty text).
+        const bool chat = x->meta.endpoint == Endpoint::kChat;
+        for (int i = 0; i < (chat ? n : 1); ++i) {
+          json chunk = text_chunk(x->meta, i, "", "", /*role_only=*/chat);
+          if (i == 0) chunk["dllm"] = {{"route", x->route}};
+          if (!put(sse(chunk))) return fail();
+        }
         auto close_row = [&](int i) {
           const PrefixStream& s = x->streams[i];
           closed[i] = 1;
@@ -333,14 +504,15 @@ void App::generate(const httplib::Request& req, httplib::Response& res, Endpoint
             if (x->request.diffusing) {
               const double ms =
                   std::chrono::duration<double, std::milli>(Clock::now() - x->job->started).count();
-              if (!put(sse(diffusion_chunk(x->meta, codec_, u, x->request.mask_placeholder, ms,
+              if (!put(sse(diffusion_chunk(x->meta, x->served->codec, u, x->request.mask_placeholder, ms,
                                            x->request.params.mask_id))))
                 return fail();
             }
             for (int i = 0; i < n && i < static_cast<int>(u.canvas.size()); ++i) {
               if (closed[i]) continue;
               // Only the final prefix: LLaDA2.1 may still edit the tokens of its current block.
-              const int64_t final_prefix = i < static_cast<int>(u.final_prefix.size()) ? u.final_prefix[i] : -1;
+              const int64_t final_prefix =
+                  i < static_cast<int>(u.final_prefix.size()) ? u.final_prefix[i] : -1;
               const std::string delta = x->streams[i].advance(u.canvas[i], false, final_prefix);
               if (!delta.empty() && !put(sse(text_chunk(x->meta, i, delta, "")))) return fail();
               if (x->streams[i].done() && !close_row(i)) return fail();
@@ -354,7 +526,6 @@ void App::generate(const httplib::Request& req, httplib::Response& res, Endpoint
           if (!news.ended) continue;
           if (x->job->error()) {
             ApiError e{500, *x->job->error(), "", "server_error", ""};
-            ++metrics_.failed;
             finish_metrics(500);
             put(sse(error_body(e)));
             put("data: [DONE]\n\n");
@@ -371,8 +542,7 @@ void App::generate(const httplib::Request& req, httplib::Response& res, Endpoint
             if (!closed[i] && !close_row(i)) return fail();
             completion += x->streams[i].tokens();
           }
-          if (x->request.include_usage &&
-              !put(sse(usage_chunk(x->meta, static_cast<int64_t>(x->request.prompt.size()), completion))))
+          if (x->request.include_usage && !put(sse(usage_chunk(x->meta, x->prompt_tokens(), completion))))
             return fail();
           finish_metrics(200);
           if (!put("data: [DONE]\n\n")) return fail();
@@ -388,33 +558,61 @@ void App::generate(const httplib::Request& req, httplib::Response& res, Endpoint
 
 }  // namespace
 
-int serve(std::shared_ptr<Model> model, const std::string& model_dir, const ServeOptions& options) {
+int serve(const std::vector<ModelSpec>& models, const ServeOptions& options) {
   std::unique_ptr<App> app;
+  std::string listing;
   try {
-    const std::string tok_dir = options.tokenizer_dir.empty() ? model_dir : options.tokenizer_dir;
-    // The codec's mask / EOS ids: the model's with --mask-id / --eos-id put in (a model whose files name no
-    // mask id, as the tiny LLaDA2 one, is served with --mask-id; without one, requests must give mask_id).
-    ModelInfo info = model->info();
-    try {
-      info = with_token_overrides(info, options.policy.defaults);
-    } catch (const Error&) {
-      if (options.policy.defaults.mask_id >= 0 || options.policy.defaults.eos_id >= 0) throw;
+    if (models.empty()) fail("no model to serve");
+    std::vector<std::unique_ptr<Served>> served;
+    for (const ModelSpec& spec : models) {
+      if (spec.name.empty() || spec.name == kAutoModel)
+        fail("a served model cannot be named '", spec.name, "' ('auto' is the router)");
+      for (const auto& other : served)
+        if (other->name == spec.name)
+          fail("two models are named '", spec.name, "': name them with --model NAME=PATH");
+      auto m = std::make_unique<Served>();
+      m->name = spec.name;
+      m->model = spec.model;
+      const ModelInfo& model_info = spec.model->info();
+      m->kind = model_info.autoregressive ? ModelKind::kAutoregressive : ModelKind::kDiffusion;
+      m->policy = options.policy;
+      m->policy.model_id = spec.name;
+      ModelInfo info = model_info;
+      if (m->kind == ModelKind::kAutoregressive) {
+        m->policy.defaults = autoregressive_defaults(options.policy.defaults);
+      } else {
+        // The codec's mask / EOS ids: the model's with --mask-id / --eos-id put in (a model whose files name
+        // no mask id, as the tiny LLaDA2 one, is served with --mask-id; without one, requests must give
+        // mask_id).
+        try {
+          info = with_token_overrides(info, options.policy.defaults);
+        } catch (const Error&) {
+          if (options.policy.defaults.mask_id >= 0 || options.policy.defaults.eos_id >= 0) throw;
+        }
+      }
+      const std::string tok_dir = spec.tokenizer_dir.empty() ? spec.path : spec.tokenizer_dir;
+      m->codec = spec.tokenizer_dir.empty() ? TextCodec::load_if_present(tok_dir, info)
+                                            : TextCodec::load(tok_dir, info);
+      if (!m->codec.tokenizer_error().empty())
+        // (The message names the model's file.)
+        std::fprintf(stderr, "dllm serve: warning: %s; only token-id prompts can be served\n",
+                     m->codec.tokenizer_error().c_str());
+      if (!options.quiet)
+        std::fprintf(stderr, "dllm serve: '%s' (%s, %s): text codec: %s%s\n", spec.name.c_str(),
+                     kind_name(m->kind), model_info.architecture.c_str(), m->codec.kind().c_str(),
+                     m->codec.chat_template() ? " + chat template" : "");
+      listing += (listing.empty() ? "'" : ", '") + spec.name + "'";
+      if (models.size() > 1) listing += std::string(" ") + kind_name(m->kind);
+      served.push_back(std::move(m));
     }
-    TextCodec codec = options.tokenizer_dir.empty() ? TextCodec::load_if_present(tok_dir, info)
-                                                    : TextCodec::load(tok_dir, info);
-    if (!codec.tokenizer_error().empty())
-      std::fprintf(stderr, "dllm serve: warning: %s; only token-id prompts can be served\n",
-                   codec.tokenizer_error().c_str());
-    if (!options.quiet)
-      std::fprintf(stderr, "dllm serve: text codec: %s%s\n", codec.kind().c_str(),
-                   codec.chat_template() ? " + chat template" : "");
-    app = std::make_unique<App>(model, std::move(codec), options);
+    app = std::make_unique<App>(std::move(served), options);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dllm serve: %s\n", e.what());
     return 1;
   }
   httplib::Server server;
-  const size_t threads = static_cast<size_t>(options.limits.max_queue + options.limits.max_batch_rows + 16);
+  const size_t threads =
+      static_cast<size_t>((options.limits.max_queue + options.limits.max_batch_rows) * models.size() + 16);
   server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   server.set_payload_max_length(options.max_body_bytes);
   server.set_keep_alive_timeout(2);
@@ -438,8 +636,9 @@ int serve(std::shared_ptr<Model> model, const std::string& model_dir, const Serv
   g_server = &server;
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
-  std::fprintf(stderr, "dllm serve: listening on http://%s:%d (model '%s')\n", options.host.c_str(), port,
-               options.policy.model_id.c_str());
+  std::fprintf(stderr, "dllm serve: listening on http://%s:%d (%s %s%s)\n", options.host.c_str(), port,
+               models.size() > 1 ? "models" : "model", listing.c_str(),
+               models.size() > 1 ? ", and 'auto'" : "");
   std::fflush(stderr);
   server.listen_after_bind();
   g_server = nullptr;

@@ -119,8 +119,7 @@ TextCodec::Pieces TextCodec::pieces(std::span<const int32_t> canvas, int32_t mas
 std::string TextCodec::canvas_text(std::span<const int32_t> canvas, std::string_view placeholder,
                                    int32_t mask_id) const {
   const int32_t mask = mask_id >= 0 ? mask_id : mask_id_;
-  if (tokenizer_)
-    return render_canvas(*tokenizer_, canvas, mask, placeholder, /*skip_special_tokens=*/false);
+  if (tokenizer_) return render_canvas(*tokenizer_, canvas, mask, placeholder, /*skip_special_tokens=*/false);
   std::string out;
   for (size_t i = 0; i < canvas.size(); ++i) {
     if (i) out += ' ';
@@ -145,7 +144,7 @@ std::string PrefixStream::advance(std::span<const int32_t> canvas, bool final, i
   while (consumed_ < end) {
     const int32_t id = canvas[consumed_];
     if (id == mask_id_) break;
-    if (codec_.is_end(id, eos_id_)) {
+    if (codec_.is_end(id, eos_id_) || std::find(end_at_.begin(), end_at_.end(), id) != end_at_.end()) {
       stopped_ = true;
       break;
     }

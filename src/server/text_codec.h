@@ -57,7 +57,8 @@ class TextCodec {
                           int32_t mask_id = -1) const;
 
   int32_t mask_id() const { return mask_id_; }
-  // Token ids that end a generated text (EOS, EOT); `eos_id` >= 0: a request's own EOS instead of the model's.
+  // Token ids that end a generated text (EOS, EOT); `eos_id` >= 0: a request's own EOS instead of the
+  // model's.
   bool is_end(int32_t id, int32_t eos_id = -1) const {
     return id >= 0 && (id == (eos_id >= 0 ? eos_id : eos_id_) || id == eot_id_);
   }
@@ -71,18 +72,23 @@ class TextCodec {
 };
 
 // Incremental text of a row as it is committed left to right: push the longest final committed prefix after
-// each step, get the text that became final (held back while it could still be the start of a stop string or an
-// incomplete character). Stops at the first end token or stop string.
+// each step, get the text that became final (held back while it could still be the start of a stop string or
+// an incomplete character). Stops at the first end token or stop string.
 class PrefixStream {
  public:
   // `mask_id` / `eos_id` >= 0: the request's own ids (GenerateParams::mask_id / eos_id), else the codec's.
-  PrefixStream(const TextCodec& codec, std::vector<std::string> stop, int32_t mask_id = -1, int32_t eos_id = -1);
-  // `canvas`: the row's generated region; only positions [0, final_prefix) are taken (-1: all), so that a token
-  // an edit may still replace (LLaDA2.1, StepEvent::final_prefix) is never emitted. Returns the new text
-  // (possibly "").
+  PrefixStream(const TextCodec& codec, std::vector<std::string> stop, int32_t mask_id = -1,
+               int32_t eos_id = -1);
+  // `canvas`: the row's generated region; only positions [0, final_prefix) are taken (-1: all), so that a
+  // token an edit may still replace (LLaDA2.1, StepEvent::final_prefix) is never emitted. Returns the new
+  // text (possibly "").
   std::string advance(std::span<const int32_t> canvas, bool final, int64_t final_prefix = -1);
-  // Tokens that end the text after themselves (SDAR's stop_ids that are not end tokens: its output keeps them).
+  // Tokens that end the text after themselves (SDAR's stop_ids that are not end tokens: its output keeps
+  // them).
   void stop_after(std::vector<int32_t> ids) { stop_after_ = std::move(ids); }
+  // More tokens that end the text before themselves, as an end token does (an autoregressive model's
+  // end-of-generation ids).
+  void end_at(std::vector<int32_t> ids) { end_at_ = std::move(ids); }
   bool done() const { return done_; }             // no more text will come
   bool stopped() const { return stopped_; }       // an end token or a stop string was reached
   bool stop_string() const { return stop_hit_; }  // ... and it was a stop string
@@ -93,7 +99,7 @@ class PrefixStream {
   const TextCodec& codec_;
   std::vector<std::string> stop_;
   int32_t mask_id_ = -1, eos_id_ = -1;
-  std::vector<int32_t> stop_after_;
+  std::vector<int32_t> stop_after_, end_at_;
   std::optional<StreamingDetokenizer> detok_;
   int64_t consumed_ = 0;
   std::string pending_;  // decoded, not yet emitted (stop-string hold-back)

@@ -8,10 +8,11 @@ import { URL, OUT, authHeaders, post, promptText, readSSE, startServer, sleep } 
 
 const settings = { max_tokens: 32, steps: 32, block_length: 16 };
 
+// A metric summed over its series (each served model has its own: {model="..."}).
 async function metric(name) {
   const text = await (await fetch(`${URL}/metrics`, { headers: authHeaders() })).text();
-  const m = new RegExp(`^${name} (\\S+)$`, 'm').exec(text);
-  return m ? Number(m[1]) : NaN;
+  const lines = [...text.matchAll(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'gm'))];
+  return lines.length ? lines.reduce((sum, m) => sum + Number(m[1]), 0) : NaN;
 }
 
 test('concurrent clients, some disconnecting mid-stream', async () => {

@@ -265,8 +265,8 @@ TEST_F(BlockFixture, BadBlockFieldsAre400sNamingTheField) {
 }
 
 TEST_F(Fixture, BlockFieldsOnABidirectionalModelAre400s) {
-  for (const char* name : {"block_loop", "minimal_topk", "eos_early_stop", "editing_threshold", "max_post_steps",
-                           "num_to_transfer", "stop_ids"}) {
+  for (const char* name : {"block_loop", "minimal_topk", "eos_early_stop", "editing_threshold",
+                           "max_post_steps", "num_to_transfer", "stop_ids"}) {
     json body = {{"prompt", "1 2 3"}, {name, nullptr}};
     EXPECT_FALSE(parse(body)) << "null reads as absent: " << name;
     body[name] = std::string(name) == "stop_ids" ? json::array() : json(1);
@@ -275,6 +275,129 @@ TEST_F(Fixture, BlockFieldsOnABidirectionalModelAre400s) {
     EXPECT_EQ(err->param, name);
     EXPECT_NE(err->message.find("block-diffusion"), std::string::npos) << err->message;
   }
+}
+
+// An autoregressive model (qwen2, qwen3, llama): the OpenAI fields, top_k, top_p and stop_ids; every
+// diffusion-only field is a 400 naming it (not silently ignored), and so is an infill suffix.
+struct ArFixture : Fixture {
+  ArFixture() {
+    info.architecture = "qwen2";
+    info.autoregressive = true;
+    info.mask_id = -1;
+    info.eos_id = 481;
+    info.eog_ids = {481, 482};
+    codec = TextCodec::load("", info);
+    policy.model_id = "qwen";
+    policy.defaults = GenerateParams{};
+    policy.defaults.gen_length = 16;
+  }
+};
+
+TEST_F(ArFixture, SamplingFieldsReachTheParams) {
+  GenRequest r;
+  auto err = parse_request(json{{"model", "qwen"},
+                                {"prompt", "1 2 3"},
+                                {"max_tokens", 8},
+                                {"temperature", 0.7},
+                                {"top_p", 0.9},
+                                {"top_k", 20},
+                                {"seed", 5},
+                                {"n", 2},
+                                {"stop", "9"}},
+                           Endpoint::kCompletions, codec, info, policy, r);
+  ASSERT_FALSE(err) << err->message;
+  EXPECT_EQ(r.params.gen_length, 8);
+  EXPECT_EQ(r.params.temperature, 0.7);
+  EXPECT_EQ(r.params.top_p, 0.9) << "the token sampler has a nucleus filter";
+  EXPECT_EQ(r.params.top_k, 20);
+  EXPECT_EQ(r.n, 2);
+  EXPECT_EQ(r.end_ids, (std::vector<int32_t>{481, 482})) << "the model's end-of-generation ids";
+  EXPECT_FALSE(r.infill);
+  ASSERT_FALSE(parse_request(json{{"prompt", "1"}, {"stop_ids", {7}}}, Endpoint::kCompletions, codec, info,
+                             policy, r));
+  EXPECT_EQ(r.end_ids, std::vector<int32_t>{7});
+  // The router's choice: model "auto" is accepted by the model it chose.
+  EXPECT_FALSE(parse({{"model", "auto"}, {"prompt", "1"}}));
+  EXPECT_EQ(parse({{"model", "demo"}, {"prompt", "1"}})->code, "model_not_found");
+}
+
+TEST_F(ArFixture, DiffusionOnlyFieldsAre400sNamingTheField) {
+  EXPECT_FALSE(diffusion_only_fields().empty());
+  for (const std::string& name : diffusion_only_fields()) {
+    json body = {{"prompt", "1 2 3"}, {name, nullptr}};
+    EXPECT_FALSE(parse(body)) << "null reads as absent: " << name;
+    for (json value : {json(1), json(true), json("word"), json(false)}) {
+      body[name] = value;
+      auto err = parse(body);
+      ASSERT_TRUE(err) << name << " = " << value.dump();
+      EXPECT_EQ(err->status, 400);
+      EXPECT_EQ(err->param, name);
+      EXPECT_NE(err->message.find("'" + name +
+                                  "' applies to diffusion models only; 'qwen' is an autoregressive "
+                                  "model (qwen2)"),
+                std::string::npos)
+          << err->message;
+    }
+  }
+  for (const char* name :
+       {"steps", "block_length", "threshold", "diffusing", "remasking", "cache", "cfg_scale"})
+    EXPECT_NE(std::find(diffusion_only_fields().begin(), diffusion_only_fields().end(), name),
+              diffusion_only_fields().end())
+        << name;
+  auto err = parse({{"messages", json::array({{{"role", "user"}, {"content", "1"}}})}, {"steps", 4}},
+                   Endpoint::kChat);
+  ASSERT_TRUE(err);
+  EXPECT_EQ(err->param, "steps") << "chat too";
+}
+
+TEST_F(ArFixture, SuffixIsA400) {
+  auto err = parse({{"prompt", "1 2"}, {"suffix", "3 4"}});
+  ASSERT_TRUE(err);
+  EXPECT_EQ(err->param, "suffix");
+  EXPECT_NE(err->message.find("needs a diffusion model"), std::string::npos) << err->message;
+  EXPECT_FALSE(parse({{"prompt", "1 2"}, {"suffix", ""}})) << "an empty suffix is no infill";
+}
+
+// /v1/completions `suffix` on a diffusion model: infill between prompt and suffix.
+TEST_F(Fixture, SuffixMakesAnInfillRequest) {
+  policy.defaults.stop_at_eos = true;  // dllm serve's default, which infill does not take
+  GenRequest r;
+  auto err = parse_request(json{{"prompt", "1 2"}, {"suffix", "7 8 9"}, {"max_tokens", 8}},
+                           Endpoint::kCompletions, codec, info, policy, r);
+  ASSERT_FALSE(err) << err->message;
+  EXPECT_TRUE(r.infill);
+  EXPECT_EQ(r.prompt, (std::vector<int32_t>{1, 2}));
+  EXPECT_EQ(r.suffix, (std::vector<int32_t>{7, 8, 9}));
+  EXPECT_EQ(r.params.gen_length, 8);
+  EXPECT_FALSE(r.params.stop_at_eos);
+  EXPECT_EQ(parse({{"prompt", "1"}, {"suffix", 3}})->param, "suffix");
+  EXPECT_EQ(parse({{"prompt", "1"}, {"suffix", "hello"}})->param, "suffix");  // ids codec: not a token id
+  EXPECT_EQ(parse({{"prompt", "1"}, {"suffix", "2"}, {"stop_at_eos", true}})->param, "stop_at_eos");
+  std::string long_suffix;
+  for (int i = 0; i < 130; ++i) long_suffix += "2 ";
+  auto over = parse({{"prompt", "1"}, {"suffix", long_suffix}, {"max_tokens", 128}});
+  ASSERT_TRUE(over) << "prompt + masks + suffix over the context of 256";
+  EXPECT_EQ(over->param, "max_tokens");
+  EXPECT_NE(over->message.find("the prompt and suffix (131 tokens)"), std::string::npos) << over->message;
+  EXPECT_EQ(parse({{"messages", json::array({{{"role", "user"}, {"content", "1"}}})}, {"suffix", "2"}},
+                  Endpoint::kChat)
+                ->param,
+            "suffix")
+      << "chat has no suffix";
+}
+
+TEST_F(BlockFixture, SuffixIsA400) {
+  EXPECT_EQ(parse({{"prompt", "1"}, {"suffix", "2"}})->param, "suffix");
+}
+
+TEST(PrefixStream, EndsAtTheGivenEndIds) {
+  ModelInfo info = tiny_info();
+  TextCodec codec = TextCodec::load("", info);
+  PrefixStream s(codec, {});
+  s.end_at({7});  // an autoregressive model's other end-of-generation id: not in the text
+  EXPECT_EQ(s.advance(std::vector<int32_t>{5, 6, 7, 8}, false), "5 6");
+  EXPECT_TRUE(s.stopped());
+  EXPECT_EQ(s.tokens(), 2);
 }
 
 }  // namespace

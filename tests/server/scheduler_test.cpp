@@ -63,13 +63,11 @@ TEST(Scheduler, CancelledJobLeavesAndOthersFinish) {
   p.gen_length = 64;
   p.steps = 64;
   auto long_job = std::make_shared<Job>(
-      make_denoise_loop(model->info(), std::vector<std::vector<int32_t>>{{1, 2, 3}}, p),
-      Updates::kLatest);
+      make_denoise_loop(model->info(), std::vector<std::vector<int32_t>>{{1, 2, 3}}, p), Updates::kLatest);
   p.gen_length = 8;
   p.steps = 8;
   auto short_job = std::make_shared<Job>(
-      make_denoise_loop(model->info(), std::vector<std::vector<int32_t>>{{1, 2, 3}}, p),
-      Updates::kNone);
+      make_denoise_loop(model->info(), std::vector<std::vector<int32_t>>{{1, 2, 3}}, p), Updates::kNone);
   ASSERT_TRUE(scheduler.submit(long_job));
   ASSERT_TRUE(scheduler.submit(short_job));
   long_job->wait(std::chrono::milliseconds(5000));  // its first step
@@ -88,13 +86,12 @@ TEST(Scheduler, FullQueueRefuses) {
   GenerateParams p;
   p.gen_length = 8;
   auto job = std::make_shared<Job>(
-      make_denoise_loop(model->info(), std::vector<std::vector<int32_t>>{{1, 2}}, p),
-      Updates::kNone);
+      make_denoise_loop(model->info(), std::vector<std::vector<int32_t>>{{1, 2}}, p), Updates::kNone);
   EXPECT_FALSE(scheduler.submit(job));
 }
 
-// Block-diffusion jobs (SDAR, LLaDA2.1): n choices run one BlockDenoiser each, cached and uncached (block-causal)
-// plans run one per forward, and every job gets what dllm::generate gives it alone.
+// Block-diffusion jobs (SDAR, LLaDA2.1): n choices run one BlockDenoiser each, cached and uncached
+// (block-causal) plans run one per forward, and every job gets what dllm::generate gives it alone.
 TEST(Scheduler, BlockLoopsMatchGenerateAlone) {
   for (const std::string name : {"sdar_tiny_f32", "llada2_tiny_f32"}) {
     auto model = tiny_model(name);
@@ -151,6 +148,143 @@ TEST(Scheduler, BlockLoopsMatchGenerateAlone) {
       }
     }
   }
+}
+
+std::shared_ptr<Model> tiny_ar_model() {
+  LoadOptions o;
+  o.precision = Precision::kF32;
+  return Model::load(std::string(DLLM_SOURCE_DIR) + "/tests/data/oracle/ar/models/qwen2_tiny", o).value();
+}
+
+// Autoregressive jobs beside denoising ones, the two runners sharing one forward gate: every job gets what
+// dllm::generate gives it alone, and an AR job's updates grow by one token each.
+TEST(ArScheduler, MatchesGenerateAloneBesideADiffusionModel) {
+  auto ar = tiny_ar_model();
+  auto dllm = tiny_model();
+  ForwardGate gate;
+  Metrics ar_metrics, dllm_metrics;
+  ArScheduler ar_runner(*ar, ar_metrics, {16, 8}, &gate);
+  Scheduler dllm_runner(*dllm, dllm_metrics, {16, 8}, &gate);
+  const std::vector<int32_t> prompt = {1, 2, 3, 4, 5};
+  std::vector<GenerateParams> ar_params(3), dllm_params(2);
+  for (size_t i = 0; i < ar_params.size(); ++i) {
+    ar_params[i].gen_length = 12;
+    ar_params[i].seed = i;
+    ar_params[i].temperature = i == 0 ? 0.0 : 0.8;
+    ar_params[i].top_k = i == 2 ? 20 : 0;
+    ar_params[i].stop_ids = std::vector<int32_t>{};  // never stop: every job decodes 12 tokens
+  }
+  for (size_t i = 0; i < dllm_params.size(); ++i) {
+    dllm_params[i].gen_length = 16;
+    dllm_params[i].steps = 16;
+    dllm_params[i].seed = i;
+  }
+  const int n[] = {1, 2, 1};
+  std::vector<std::shared_ptr<Job>> ar_jobs, dllm_jobs;
+  for (size_t i = 0; i < ar_params.size(); ++i)
+    ar_jobs.push_back(
+        std::make_shared<Job>(std::vector<std::vector<int32_t>>(n[i], prompt), ar_params[i], Updates::kAll));
+  for (size_t i = 0; i < dllm_params.size(); ++i)
+    dllm_jobs.push_back(std::make_shared<Job>(
+        make_denoise_loop(dllm->info(), std::vector<std::vector<int32_t>>{prompt}, dllm_params[i]),
+        Updates::kNone));
+  for (size_t i = 0; i < ar_jobs.size(); ++i) {
+    ASSERT_TRUE(ar_runner.submit(ar_jobs[i]));
+    if (i < dllm_jobs.size()) {
+      ASSERT_TRUE(dllm_runner.submit(dllm_jobs[i]));
+    }
+  }
+  for (size_t i = 0; i < ar_jobs.size(); ++i) {
+    std::vector<size_t> last(n[i], 0);
+    int64_t updates = 0;
+    for (;;) {
+      Job::News news = ar_jobs[i]->wait(std::chrono::milliseconds(1000));
+      for (const StepUpdate& u : news.updates) {
+        ++updates;
+        ASSERT_EQ(u.canvas.size(), static_cast<size_t>(n[i]));
+        size_t grown = 0;
+        for (int r = 0; r < n[i]; ++r) {
+          ASSERT_GE(u.canvas[r].size(), last[r]);
+          grown += u.canvas[r].size() - last[r];
+          EXPECT_EQ(u.final_prefix[r], static_cast<int64_t>(u.canvas[r].size())) << "every token is final";
+          last[r] = u.canvas[r].size();
+        }
+        EXPECT_EQ(grown, 1u) << "one token per update";
+      }
+      if (news.ended) break;
+    }
+    ASSERT_FALSE(ar_jobs[i]->error()) << *ar_jobs[i]->error();
+    GenerateResult want =
+        generate(*ar, std::vector<std::vector<int32_t>>(n[i], prompt), ar_params[i]).value();
+    EXPECT_EQ(ar_jobs[i]->result().outputs, want.outputs) << "AR job " << i;
+    EXPECT_EQ(ar_jobs[i]->result().forwards, want.forwards);
+    EXPECT_EQ(updates, 12 * n[i]);
+  }
+  for (size_t i = 0; i < dllm_jobs.size(); ++i) {
+    GenerateResult want = generate(*dllm, {prompt}, dllm_params[i]).value();
+    EXPECT_EQ(wait_for(*dllm_jobs[i]).outputs, want.outputs) << "diffusion job " << i;
+  }
+  EXPECT_EQ(ar_metrics.steps.load(), 12u * 4u) << "one step per token";
+  EXPECT_EQ(ar_metrics.forwards.load(), 4u * 12u) << "a prefill + 11 tokens per choice";
+  EXPECT_GT(dllm_metrics.forwards.load(), 0u);
+}
+
+TEST(ArScheduler, CancelledJobStopsAndTheNextRuns) {
+  auto ar = tiny_ar_model();
+  Metrics metrics;
+  ArScheduler runner(*ar, metrics, {16, 8});
+  GenerateParams p;
+  p.gen_length = 200;
+  p.stop_ids = std::vector<int32_t>{};
+  auto long_job = std::make_shared<Job>(std::vector<std::vector<int32_t>>{{1, 2, 3}}, p, Updates::kLatest);
+  p.gen_length = 4;
+  auto short_job = std::make_shared<Job>(std::vector<std::vector<int32_t>>{{1, 2, 3}}, p, Updates::kNone);
+  ASSERT_TRUE(runner.submit(long_job));
+  ASSERT_TRUE(runner.submit(short_job));
+  long_job->wait(std::chrono::milliseconds(5000));  // its first token
+  long_job->cancel();
+  GenerateResult r = wait_for(*long_job);
+  EXPECT_TRUE(r.cancelled);
+  EXPECT_LT(r.outputs[0].size(), 200u);
+  EXPECT_EQ(wait_for(*short_job).outputs[0].size(), 4u);
+  EXPECT_EQ(metrics.cancelled.load(), 1u);
+  // A denoising job is not this runner's.
+  auto dllm = tiny_model();
+  GenerateParams d;
+  d.gen_length = 8;
+  EXPECT_FALSE(runner.submit(std::make_shared<Job>(
+      make_denoise_loop(dllm->info(), std::vector<std::vector<int32_t>>{{1, 2}}, d), Updates::kNone)));
+}
+
+// An infill job answers with its window (the masks between prompt and suffix), streamed and at the end.
+TEST(Scheduler, InfillJobAnswersItsWindow) {
+  auto model = tiny_model();
+  Metrics metrics;
+  Scheduler scheduler(*model, metrics, {16, 8});
+  const int32_t M = model->info().mask_id;
+  const std::vector<int32_t> canvas = {1, 2, 3, M, M, M, M, M, M, M, M, 7, 8};
+  GenerateParams p;
+  p.steps = 8;
+  auto job = std::make_shared<Job>(make_denoise_loop(model->info(), {canvas}, p, /*infill=*/true),
+                                   Updates::kAll, Window{3, 8});
+  ASSERT_TRUE(scheduler.submit(job));
+  int64_t steps = 0;
+  for (;;) {
+    Job::News news = job->wait(std::chrono::milliseconds(1000));
+    for (const StepUpdate& u : news.updates) {
+      ++steps;
+      ASSERT_EQ(u.canvas[0].size(), 8u);
+      ASSERT_EQ(u.committed[0].size(), 1u);
+      EXPECT_LT(u.committed[0][0], 8);
+      EXPECT_EQ(u.final_prefix[0], 8);
+    }
+    if (news.ended) break;
+  }
+  EXPECT_EQ(steps, 8);
+  GenerateResult want = infill(*model, {canvas}, p).value();
+  ASSERT_FALSE(job->error());
+  EXPECT_EQ(job->result().outputs[0],
+            std::vector<int32_t>(want.outputs[0].begin() + 3, want.outputs[0].begin() + 11));
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // `dllm serve`: an OpenAI-compatible HTTP server with streaming of the denoising and a web page
-// (docs/server.md).
+// (docs/server.md); several models and the router behind model "auto": docs/hybrid.md.
+#include <cctype>
 #include <filesystem>
+#include <optional>
 
 #include "command.h"
 #include "common.h"
@@ -11,14 +13,53 @@
 namespace dllm::cli {
 namespace {
 
+constexpr const char* kRouterHelp = R"(Several models and the router (docs/hybrid.md):
+  dllm serve --model dllm=models/demo --model ar=QWEN_DIR
+serves both; /v1/models lists each with dllm.kind (diffusion | autoregressive) and the virtual model "auto".
+A request names a model, names none (the first, the default), or names "auto": the router then picks, first
+rule that applies:
+  1. one kind of model loaded                     -> the first model            reason only_kind
+  2. /v1/completions with a non-empty suffix      -> the diffusion model        reason infill
+  3. a diffusion-only field (steps, block_length,
+     threshold, diffusing, ...)                   -> the diffusion model        reason diffusion_fields
+  4. a --route-keywords word in the last user
+     message (chat) or the prompt (completions)   -> the diffusion model        reason keyword
+  5. max_tokens > --route-short-max-tokens        -> the diffusion model        reason long_generation
+  6. otherwise                                    -> the autoregressive model   reason short_generation
+("the diffusion / autoregressive model": the first of that kind, in --model order.) Every answer says where it
+went and why in dllm.route {model, kind, reason, detail} (streams: in the first chunk), and /metrics counts
+dllm_route_total{model, reason} (reason "requested" / "default" for requests that name a model / none).
+Diffusion-only fields sent to an autoregressive model are a 400 naming the field.)";
+
 struct ServeCliOptions {
-  std::string model = default_model_path();
+  std::vector<std::string> models;  // PATH or NAME=PATH, in order (the first is the default)
   std::string model_id;
+  std::string tokenizer_dir;  // for the first model
+  std::optional<std::string> route_keywords;
   std::string dtype = "auto";
   int threads = 0;
   DenoiseFlags denoise;
   server::ServeOptions serve;
 };
+
+// The API name of a model given by path alone: its directory's (or file's) name.
+std::string name_of_path(const std::string& path) {
+  std::string name = std::filesystem::path(path).lexically_normal().filename().string();
+  if (name.empty()) name = std::filesystem::path(path).lexically_normal().parent_path().filename().string();
+  return name;
+}
+
+// "NAME=PATH" -> {NAME, PATH}; "PATH" (or a path that exists though it holds '=') -> {"", PATH}.
+std::pair<std::string, std::string> split_model_arg(const std::string& arg) {
+  const size_t eq = arg.find('=');
+  if (eq == std::string::npos || std::filesystem::exists(arg)) return {"", arg};
+  const std::string name = arg.substr(0, eq), path = arg.substr(eq + 1);
+  if (name.empty() || path.empty()) fail("--model: '", arg, "' is not PATH or NAME=PATH");
+  for (char c : name)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' || c == ':'))
+      fail("--model: the name '", name, "' may hold letters, digits and - _ . : only");
+  return {name, path};
+}
 
 void run_serve(ServeCliOptions& o) {
   server::ServeOptions& s = o.serve;
@@ -30,12 +71,25 @@ void run_serve(ServeCliOptions& o) {
   if (s.port < 0 || s.port > 65535) fail("--port: ", s.port, " is not a TCP port");
   if (s.api_key.empty())
     if (const char* env = std::getenv("DLLM_API_KEY")) s.api_key = env;
-  s.policy.model_id =
-      o.model_id.empty() ? std::filesystem::path(o.model).lexically_normal().filename().string() : o.model_id;
-  if (s.policy.model_id.empty())
-    s.policy.model_id = std::filesystem::path(o.model).parent_path().filename().string();
-  auto model = load_model_or_throw(o.model, parse_dtype(o.dtype), o.threads, s.quiet);
-  exit_status() = server::serve(model, o.model, s);
+  if (s.router.short_max_tokens < 0) fail("--route-short-max-tokens must be >= 0");
+  if (o.route_keywords) s.router.keywords = server::split_keywords(*o.route_keywords);
+  if (o.models.empty()) o.models.push_back(default_model_path());
+  std::vector<server::ModelSpec> specs;
+  for (size_t i = 0; i < o.models.size(); ++i) {
+    auto [name, path] = split_model_arg(o.models[i]);
+    if (name.empty()) name = i == 0 && !o.model_id.empty() ? o.model_id : name_of_path(path);
+    server::ModelSpec spec;
+    spec.name = name;
+    spec.path = path;
+    if (i == 0) spec.tokenizer_dir = o.tokenizer_dir;
+    for (const auto& other : specs)
+      if (other.name == name)
+        fail("--model: two models are named '", name, "'; name them apart with --model NAME=PATH");
+    if (name == "auto") fail("--model: 'auto' is the router's name; name the model otherwise (NAME=PATH)");
+    spec.model = load_model_or_throw(path, parse_dtype(o.dtype), o.threads, s.quiet);
+    specs.push_back(std::move(spec));
+  }
+  exit_status() = server::serve(specs, s);
 }
 
 void setup(CLI::App& app) {
@@ -43,14 +97,34 @@ void setup(CLI::App& app) {
   server::ServeOptions& s = o->serve;
   s.policy.defaults.gen_length = 64;
   s.policy.defaults.stop_at_eos = true;
-  auto* cmd =
-      app.add_subcommand("serve", "Serve the model over an OpenAI-compatible HTTP API, with a web page at /");
-  cmd->add_option("-m,--model", o->model, "Model directory (Hugging Face layout)")->capture_default_str();
-  cmd->add_option("--model-id", o->model_id, "Name of the model in the API (default: the directory's name)");
+  auto* cmd = app.add_subcommand(
+      "serve", "Serve one or several models over an OpenAI-compatible HTTP API, with a web page at /");
+  cmd->footer(kRouterHelp);
   cmd->add_option(
-      "--tokenizer", s.tokenizer_dir,
-      "Directory with tokenizer.json (+ tokenizer_config.json for the chat template), when not the "
-      "model's");
+      "-m,--model", o->models,
+      "A model to serve: PATH (a Hugging Face directory or a GGUF file; named in the API after its "
+      "directory) or NAME=PATH; repeat for several (diffusion and autoregressive alike). The first is "
+      "the default, for requests that name no model. Default: " +
+          default_model_path());
+  cmd->add_option("--model-id", o->model_id,
+                  "Name in the API of the first model when it is given as a plain PATH (default: the "
+                  "directory's name)");
+  cmd->add_option("--tokenizer", o->tokenizer_dir,
+                  "Directory with tokenizer.json (+ tokenizer_config.json for the chat template) for the "
+                  "first model, when "
+                  "not the model's own");
+  cmd->add_option("--route-short-max-tokens", s.router.short_max_tokens,
+                  "Router (model \"auto\"): max_tokens at or below this is a short generation -> the "
+                  "autoregressive model; above -> the diffusion model")
+      ->capture_default_str();
+  std::string keywords;
+  for (const auto& k : s.router.keywords) keywords += (keywords.empty() ? "" : ",") + k;
+  cmd->add_option(
+      "--route-keywords", o->route_keywords,
+      "Router: comma-separated keywords that send a request to the diffusion model when one starts a "
+      "word of the last user message (chat) or the prompt (completions), case-insensitive; \"\" = "
+      "none. Default: " +
+          keywords);
   cmd->add_option("--host", s.host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", s.port, "TCP port (0 = any free port; the one bound is printed)")
       ->capture_default_str();
