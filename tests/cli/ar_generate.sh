@@ -39,5 +39,25 @@ if "$bin" generate -q -m "$ar/models/qwen2_tiny" -p hi --steps 4 2>"$tmp/err.txt
 fi
 err=$(cat "$tmp/err.txt")
 grep -q "steps (--steps) applies to diffusion models only" <<<"$err" || { echo "FAIL: unclear error: $err"; exit 1; }
+# --draft: a diffusion drafter with the same tokenizer (Dream is Qwen2's layout; the tiny Dream with
+# qwen2_tiny's tokenizer.json) leaves greedy ids unchanged and reports its rounds; another vocabulary is refused.
+mkdir "$tmp/drafter"
+cp "$root"/tests/data/oracle/models/dream_tiny_gqa_f32/* "$tmp/drafter/"
+cp "$ar/models/qwen2_tiny/tokenizer.json" "$tmp/drafter/"
+alone=$("$bin" generate -q --json -m "$ar/models/qwen2_tiny" -p "the cat sat" --max-tokens 20)
+spec=$("$bin" generate -q --json -m "$ar/models/qwen2_tiny" -p "the cat sat" --max-tokens 20 --draft "$tmp/drafter" \
+  --draft-tokens 4 --draft-steps 2)
+python3 - "$alone" "$spec" <<'PY' || exit 1
+import json, sys
+a, b = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+assert a["outputs"] == b["outputs"], (a["outputs"], b["outputs"])
+s = b["speculative"]
+assert s["rounds"] > 0 and s["draft_forwards"] <= 2 * s["rounds"] and s["drafted"] <= 4 * s["rounds"], s
+PY
+if "$bin" generate -q -m "$ar/models/qwen2_tiny" -p hi --draft "$root/models/demo" 2>"$tmp/err.txt" >/dev/null; then
+  echo "FAIL: a drafter with another tokenizer was accepted"; exit 1
+fi
+grep -q "does not share the tokenizer" "$tmp/err.txt" || { echo "FAIL: unclear --draft error: $(cat "$tmp/err.txt")"; exit 1; }
+
 [ $checked -eq 3 ] || { echo "FAIL: $checked models checked"; exit 1; }
 echo "ar_generate: $checked models"

@@ -30,6 +30,8 @@ struct GenerateOptions {
   bool quiet = false;
   bool visual = false;
   std::vector<std::string> stop;  // autoregressive models: stop strings
+  std::string draft;              // a diffusion drafter for speculative decoding
+  DraftParams draft_params;
   GenerateParams params;
   DenoiseFlags denoise;
 };
@@ -74,6 +76,21 @@ size_t printable_prefix(const std::string& text, const std::vector<std::string>&
         break;
       }
   return safe;
+}
+
+// The drafter must map ids to the same text as the verifier: the same vocabulary, token by token, where both
+// have a tokenizer (a drafter without one is refused: nothing says its ids mean the same).
+void check_same_vocabulary(const std::string& model, const ModelTokenizer& mt, const std::string& draft) {
+  ModelTokenizer dt = try_load_model_tokenizer(draft, false);
+  if (!mt.tokenizer || !dt.tokenizer)
+    fail("--draft: cannot compare the vocabularies of ", model, " and ", draft,
+         " (a tokenizer is missing); the drafter must share the model's tokenizer");
+  const Tokenizer &a = *mt.tokenizer, &b = *dt.tokenizer;
+  const int32_t n = std::max(a.vocab_size(), b.vocab_size());
+  for (int32_t id = 0; id < n; ++id)
+    if (a.id_to_token(id) != b.id_to_token(id))
+      fail("--draft: ", draft, " does not share the tokenizer of ", model, ": id ", id, " is '",
+           b.id_to_token(id), "' there and '", a.id_to_token(id), "' here");
 }
 
 // Text prompts -> ids with the model's tokenizer, through the chat template when there is one (--chat).
@@ -163,13 +180,33 @@ void run_generate(const GenerateOptions& o) {
       return true;
     };
   }
+  // --draft: the diffusion drafter, after checking that it reads the same ids as the same text.
+  std::shared_ptr<Model> drafter;
+  SpeculativeStats spec;
+  if (!o.draft.empty()) {
+    if (!autoregressive)
+      fail("--draft needs an autoregressive model to verify the drafts (-m qwen2/qwen3/llama)");
+    drafter = load_model_or_throw(o.draft, parse_dtype(o.dtype), o.threads, o.quiet || o.json);
+    check_same_vocabulary(o.model, mt, o.draft);
+  }
   // Autoregressive models run one row at a time, so that a --stop string ends its own row only; a streamed
   // row ends with what was held back (a partial UTF-8 sequence, a prefix of a stop string) and a newline.
   GenerateResult result;
   if (autoregressive) {
     for (const auto& prompt : prompts) {
       printed = 0;
-      auto one = generate(*model, {prompt}, params, on_step).value();
+      SpeculativeStats row_stats;
+      auto one = drafter ? generate_speculative(*model, *drafter, {prompt}, params, o.draft_params, on_step,
+                                                &row_stats)
+                               .value()
+                         : generate(*model, {prompt}, params, on_step).value();
+      spec.rounds += row_stats.rounds;
+      spec.drafted += row_stats.drafted;
+      spec.accepted += row_stats.accepted;
+      spec.draft_forwards += row_stats.draft_forwards;
+      spec.verify_forwards += row_stats.verify_forwards;
+      spec.draft_seconds += row_stats.draft_seconds;
+      spec.verify_seconds += row_stats.verify_seconds;
       result.outputs.push_back(one.outputs.at(0));
       result.forwards += one.forwards;
       result.seconds += one.seconds;
@@ -197,6 +234,17 @@ void run_generate(const GenerateOptions& o) {
                           {"seconds", result.seconds},
                           {"tokens_per_second", tps}};
     if (!result.canvases.empty()) out["canvas"] = result.canvases;  // block-diffusion loops
+    if (drafter)
+      out["speculative"] = {{"draft_tokens", o.draft_params.tokens},
+                            {"draft_steps", o.draft_params.steps},
+                            {"rounds", spec.rounds},
+                            {"drafted", spec.drafted},
+                            {"accepted", spec.accepted},
+                            {"mean_accepted", spec.mean_accepted()},
+                            {"draft_forwards", spec.draft_forwards},
+                            {"verify_forwards", spec.verify_forwards},
+                            {"draft_seconds", spec.draft_seconds},
+                            {"verify_seconds", spec.verify_seconds}};
     if (have_tokenizer) {
       out["texts"] = nlohmann::json::array();
       for (const auto& row : result.outputs) {
@@ -220,6 +268,16 @@ void run_generate(const GenerateOptions& o) {
     for (size_t i = 0; i < row.size(); ++i) line += (i ? " " : "") + std::to_string(row[i]);
     std::printf("%s\n", line.c_str());
   }
+  if (!o.quiet && drafter)
+    std::fprintf(
+        stderr,
+        "dllm: speculative: %lld rounds of %lld drafts in %lld steps, %.2f accepted per round (%.0f%%); "
+        "drafter %.3f s (%lld forwards), verifier %.3f s (%lld forwards)\n",
+        static_cast<long long>(spec.rounds), static_cast<long long>(o.draft_params.tokens),
+        static_cast<long long>(o.draft_params.steps), spec.mean_accepted(),
+        spec.drafted ? 100.0 * spec.accepted / spec.drafted : 0.0, spec.draft_seconds,
+        static_cast<long long>(spec.draft_forwards), spec.verify_seconds,
+        static_cast<long long>(spec.verify_forwards));
   if (!o.quiet)
     std::fprintf(stderr, "dllm: %lld forwards, %.3f s, %.1f tokens/s\n",
                  static_cast<long long>(result.forwards), result.seconds, tps);
@@ -283,6 +341,15 @@ void setup(CLI::App& app) {
   cmd->add_option(
       "--stop", o->stop,
       "Autoregressive models: end the answer before this text (repeatable); printed text stops there");
+  cmd->add_option(
+      "--draft", o->draft,
+      "Speculative decoding: a diffusion model (same tokenizer) drafts tokens that this "
+      "autoregressive model verifies in one forward; greedy output is unchanged (docs/hybrid.md)");
+  cmd->add_option("--draft-tokens", o->draft_params.tokens, "With --draft: tokens drafted per round")
+      ->capture_default_str();
+  cmd->add_option("--draft-steps", o->draft_params.steps,
+                  "With --draft: denoising steps per draft (1 = all at once; sampling needs 1)")
+      ->capture_default_str();
   cmd->add_flag("-q,--quiet", o->quiet, "No status lines on stderr");
   cmd->add_flag(
       "--visual", o->visual,
