@@ -70,6 +70,12 @@ size_t Transformer::weight_bytes() const {
   return bytes + vec(weights_.final_norm);
 }
 
+size_t Transformer::matrix_bytes() const {
+  size_t bytes = 0;
+  for_each_matrix(weights_, [&](const MatMul& m) { bytes += m.weight_bytes(); });
+  return bytes;
+}
+
 int64_t Transformer::q8_matrices() const {
   int64_t n = 0;
   for_each_matrix(weights_, [&](const MatMul& m) { n += m.is_q8(); });

@@ -90,6 +90,9 @@ class Transformer final : public Model {
   // Bytes of the weights as held at run time: matrices (f32 / bf16 / 8-bit), the embedding table (mapped or
   // owned; counted once when it is the tied 8-bit head) and the norm / bias vectors.
   size_t weight_bytes() const;
+  // Bytes of the weight matrices alone (the head included, the embedding table not): what one generated token
+  // of an autoregressive model reads.
+  size_t matrix_bytes() const;
   // Matrices held in 8 bits, of all matrices (the head included).
   int64_t q8_matrices() const;
   // Matrices multiplied in place from GGUF blocks (quant::LinearGgml), and their block type ("Q4_K", ...; the

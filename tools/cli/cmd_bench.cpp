@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 
+#include "ar/ar_session.h"
 #include "cache/kv_cache.h"
 #include "command.h"
 #include "common.h"
@@ -35,6 +36,8 @@ struct BenchOptions {
   std::string dtype = "auto";
   int threads = 0;
   bool json = false;
+  bool ar = false;  // autoregressive: prompt processing and token generation, as llama-bench
+  int64_t pp = 256, tg = 64;
 };
 
 double median(std::vector<double> v) {
@@ -70,6 +73,90 @@ FlopCount count_flops(const TransformerConfig& c, int64_t batch, int64_t seq, in
   return f;
 }
 
+// --ar: llama-bench's two numbers for an autoregressive model. pp: a fresh prompt of `pp` tokens in one
+// causal forward (tokens/s, GFLOP/s and % of the f32 FMA peak); tg: `tg` tokens one forward each after a
+// one-token prompt (tokens/s, the weight bytes each token reads, and that rate against the measured memory
+// bandwidth).
+void run_ar_bench(const BenchOptions& o, Model& model, Transformer& transformer) {
+  const ModelInfo& mi = model.info();
+  if (!mi.autoregressive)
+    fail("--ar times autoregressive models; ", mi.architecture, " is a diffusion model");
+  if (o.pp <= 0 || o.tg <= 0) fail("--pp and --tg must be > 0");
+  std::vector<int32_t> prompt(static_cast<size_t>(o.pp));
+  for (size_t i = 0; i < prompt.size(); ++i)
+    prompt[i] = static_cast<int32_t>((i * 7919 + 13) % mi.vocab_size);
+  double peak_f32 = measure_f32_fma_peak_gflops(0.5);
+  auto seconds = [](auto&& f) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  {
+    ArSession warm(model);
+    warm.advance(prompt);
+  }  // warm-up: primitive creation, page faults
+  std::vector<double> pp_times, tg_times;
+  for (int r = 0; r < o.repeat; ++r) {
+    ArSession s(model);
+    pp_times.push_back(seconds([&] { s.advance(prompt); }));
+  }
+  for (int r = 0; r < o.repeat; ++r) {
+    ArSession s(model);
+    s.advance(std::span<const int32_t>(prompt.data(), 1));
+    tg_times.push_back(seconds([&] {
+      int32_t token = prompt[0];
+      for (int64_t i = 0; i < o.tg; ++i) {
+        const auto logits = s.advance(std::span<const int32_t>(&token, 1));
+        token = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      }
+    }));
+  }
+  peak_f32 = std::max(peak_f32, measure_f32_fma_peak_gflops(0.5));
+  const double bandwidth = measure_memory_read_gbs(0.5);
+  const double pp_t = median(pp_times), tg_t = median(tg_times);
+  // Causal attention does about half the products of the bidirectional count.
+  FlopCount f = count_flops(transformer.config(), 1, o.pp, o.pp - 1, 0);
+  f.attention /= 2;
+  const double pp_gflops = f.total() / pp_t / 1e9, pp_tok_s = static_cast<double>(o.pp) / pp_t;
+  const double tg_tok_s = static_cast<double>(o.tg) / tg_t;
+  // Every matrix (the head included) is read once per generated token; of the embedding table, one row.
+  const double bytes_per_token = static_cast<double>(transformer.matrix_bytes());
+  const double tg_gbs = bytes_per_token * tg_tok_s / 1e9;
+  if (o.json) {
+    nlohmann::json out = {{"model", mi.path},
+                          {"architecture", mi.architecture},
+                          {"threads", omp_get_max_threads()},
+                          {"load_average_before", loadavg()},
+                          {"pp", o.pp},
+                          {"tg", o.tg},
+                          {"pp_tokens_per_second", pp_tok_s},
+                          {"pp_gflops", pp_gflops},
+                          {"peak_f32_fma_gflops_measured", peak_f32},
+                          {"pp_fraction_of_peak", pp_gflops / peak_f32},
+                          {"tg_tokens_per_second", tg_tok_s},
+                          {"weight_gb", bytes_per_token / 1e9},
+                          {"tg_gb_per_s", tg_gbs},
+                          {"memory_read_gb_per_s_measured", bandwidth},
+                          {"tg_fraction_of_bandwidth", tg_gbs / bandwidth},
+                          {"pp_seconds_all", pp_times},
+                          {"tg_seconds_all", tg_times}};
+    std::printf("%s\n", out.dump(2).c_str());
+    return;
+  }
+  std::printf("model      %s (%s, %lld layers, d=%lld, vocab %lld), %d threads, weights %.3f GB\n",
+              mi.path.c_str(), mi.architecture.c_str(), static_cast<long long>(mi.n_layers),
+              static_cast<long long>(mi.d_model), static_cast<long long>(mi.vocab_size),
+              omp_get_max_threads(), bytes_per_token / 1e9);
+  std::printf(
+      "pp%-6lld   %.1f tokens/s (median of %d), %.1f GFLOP/s = %.1f%% of the measured %s f32 FMA peak %.1f\n",
+      static_cast<long long>(o.pp), pp_tok_s, o.repeat, pp_gflops, 100 * pp_gflops / peak_f32,
+      f32_fma_peak_isa(), peak_f32);
+  std::printf(
+      "tg%-6lld   %.2f tokens/s (median of %d), %.1f GB/s of weights = %.1f%% of the measured %.1f GB/s "
+      "memory read bandwidth\n",
+      static_cast<long long>(o.tg), tg_tok_s, o.repeat, tg_gbs, 100 * tg_gbs / bandwidth, bandwidth);
+}
+
 void run_bench(const BenchOptions& o) {
   if (o.threads > 0) omp_set_num_threads(o.threads);
   if (o.model.empty() == o.shape.empty()) fail("give either -m DIR or --shape NAME");
@@ -87,6 +174,7 @@ void run_bench(const BenchOptions& o) {
   const ModelInfo& mi = model->info();
   auto* transformer = dynamic_cast<Transformer*>(model.get());
   if (!transformer) fail("dllm bench: the model is not a Transformer");
+  if (o.ar) return run_ar_bench(o, *model, *transformer);
   if (o.context < 0) fail("--context must be >= 0");
   if (o.context > 0 && o.batch != 1) fail("--context (the block cache) runs one row: use --batch 1");
   const std::string load = loadavg();
@@ -295,6 +383,12 @@ void setup(CLI::App& app) {
                   "forward runs the --tokens block against them (block-diffusion models; one row)")
       ->capture_default_str();
   cmd->add_option("--repeat", o->repeat, "Timed forwards (the median is reported)")->capture_default_str();
+  cmd->add_flag(
+      "--ar", o->ar,
+      "Autoregressive models, as llama-bench: prompt processing (--pp tokens in one forward) and token "
+      "generation (--tg tokens, one forward each), with % of peak and of memory bandwidth");
+  cmd->add_option("--pp", o->pp, "With --ar: prompt tokens")->capture_default_str();
+  cmd->add_option("--tg", o->tg, "With --ar: generated tokens")->capture_default_str();
   add_weights_option(cmd);
   cmd->add_option("--dtype", o->dtype, kDtypeHelp)->capture_default_str();
   cmd->add_option("-t,--threads", o->threads, "Threads (0 = all cores)")->capture_default_str();
