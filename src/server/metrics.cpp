@@ -134,6 +134,11 @@ std::string ServerMetrics::render(const std::vector<ModelMetricsView>& models) c
           [](const Metrics& m) { return m.cancelled.load(); });
   counter("dllm_failed_total", "Generations that failed inside the engine.",
           [](const Metrics& m) { return m.failed.load(); });
+  counter("dllm_draft_tokens_total", "Speculative decoding: tokens the diffusion drafter proposed.",
+          [](const Metrics& m) { return m.draft_drafted.load(); });
+  counter("dllm_draft_accepted_tokens_total",
+          "Speculative decoding: drafted tokens the autoregressive model kept.",
+          [](const Metrics& m) { return m.draft_accepted.load(); });
   gauge("dllm_queue_depth", "Requests waiting for a slot in the batch.",
         [](const Metrics& m) { return m.queue_depth.load(); });
   gauge("dllm_active_requests", "Requests being generated.",

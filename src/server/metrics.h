@@ -35,6 +35,7 @@ struct Metrics {
   std::atomic<uint64_t> prompt_tokens{0}, completion_tokens{0};
   std::atomic<uint64_t> forwards{0}, forward_rows{0}, forward_tokens{0}, steps{0};
   std::atomic<uint64_t> cancelled{0}, failed{0};
+  std::atomic<uint64_t> draft_drafted{0}, draft_accepted{0};  // speculative decoding (--draft)
   std::atomic<int64_t> queue_depth{0}, active_requests{0}, active_rows{0};
 
   Histogram request_seconds;     // from arrival to the last byte of the answer's text

@@ -331,8 +331,15 @@ void Scheduler::run_step(const std::vector<Pending>& group) {
 
 namespace dllm::server {
 
-ArScheduler::ArScheduler(Model& model, Metrics& metrics, SchedulerLimits limits, ForwardGate* gate)
-    : model_(model), metrics_(metrics), limits_(limits), gate_(gate), thread_([this] { loop(); }) {}
+ArScheduler::ArScheduler(Model& model, Metrics& metrics, SchedulerLimits limits, ForwardGate* gate,
+                         Model* drafter, DraftParams draft)
+    : model_(model),
+      metrics_(metrics),
+      limits_(limits),
+      gate_(gate),
+      drafter_(drafter),
+      draft_(draft),
+      thread_([this] { loop(); }) {}
 
 ArScheduler::~ArScheduler() {
   shutdown();
@@ -414,8 +421,13 @@ void ArScheduler::run(Job& j) {
     since = Clock::now();
     return !j.cancelled() && !stop_;
   };
-  Expected<GenerateResult> r = generate(model_, j.prompts_, j.params_, on_token);
+  SpeculativeStats spec;
+  Expected<GenerateResult> r =
+      drafter_ ? generate_speculative(model_, *drafter_, j.prompts_, j.params_, draft_, on_token, &spec)
+               : generate(model_, j.prompts_, j.params_, on_token);
   hold.release();
+  metrics_.draft_drafted += static_cast<uint64_t>(spec.drafted);
+  metrics_.draft_accepted += static_cast<uint64_t>(spec.accepted);
   if (!r) {
     j.finish({}, r.error());
     ++metrics_.failed;

@@ -165,7 +165,9 @@ class Scheduler final : public Runner {
 // forwards interleave with its tokens. A cancelled job stops at its next token.
 class ArScheduler final : public Runner {
  public:
-  ArScheduler(Model& model, Metrics& metrics, SchedulerLimits limits, ForwardGate* gate = nullptr);
+  // `drafter` (optional): every job decodes speculatively with it (greedy output unchanged).
+  ArScheduler(Model& model, Metrics& metrics, SchedulerLimits limits, ForwardGate* gate = nullptr,
+              Model* drafter = nullptr, DraftParams draft = {});
   ~ArScheduler() override;
   bool submit(const std::shared_ptr<Job>& job) override;
   void shutdown() override;
@@ -178,6 +180,8 @@ class ArScheduler final : public Runner {
   Metrics& metrics_;
   SchedulerLimits limits_;
   ForwardGate* gate_;
+  Model* drafter_;  // speculative decoding with this diffusion model (nullptr: none)
+  DraftParams draft_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Job>> queue_;

@@ -77,6 +77,8 @@ struct Served {
   std::string name;
   ModelKind kind = ModelKind::kDiffusion;
   std::shared_ptr<Model> model;
+  std::shared_ptr<Model> drafter;  // autoregressive models: speculative decoding (nullptr: none)
+  DraftParams draft;
   TextCodec codec;
   RequestPolicy policy;
   Metrics metrics;
@@ -101,7 +103,8 @@ class App {
       : o_(o), served_(std::move(served)) {
     for (auto& m : served_) {
       if (m->kind == ModelKind::kAutoregressive)
-        m->runner = std::make_unique<ArScheduler>(*m->model, m->metrics, o.limits, &gate_);
+        m->runner = std::make_unique<ArScheduler>(*m->model, m->metrics, o.limits, &gate_, m->drafter.get(),
+                                                  m->draft);
       else
         m->runner = std::make_unique<Scheduler>(*m->model, m->metrics, o.limits, &gate_);
       targets_.push_back({m->name, m->kind});
@@ -167,6 +170,9 @@ json App::model_json(const Served& m) const {
                   {"block_size", i.block_size},
                   {"defaults", defaults},
                   {"limits", {{"max_tokens", m.policy.max_tokens}, {"max_n", m.policy.max_n}}}}}};
+  if (m.drafter)
+    model["dllm"]["draft"] = {
+        {"model", m.drafter->info().path}, {"tokens", m.draft.tokens}, {"steps", m.draft.steps}};
   if (!m.codec.tokenizer_error().empty()) model["dllm"]["tokenizer_error"] = m.codec.tokenizer_error();
   return model;
 }
@@ -573,6 +579,8 @@ int serve(const std::vector<ModelSpec>& models, const ServeOptions& options) {
       auto m = std::make_unique<Served>();
       m->name = spec.name;
       m->model = spec.model;
+      m->drafter = spec.drafter;
+      m->draft = spec.draft;
       const ModelInfo& model_info = spec.model->info();
       m->kind = model_info.autoregressive ? ModelKind::kAutoregressive : ModelKind::kDiffusion;
       m->policy = options.policy;

@@ -23,6 +23,10 @@ struct ModelSpec {
   std::string path;  // where it was loaded from: its tokenizer.json / chat template are looked up there
   std::string tokenizer_dir;  // "" = path
   std::shared_ptr<Model> model;
+  // Autoregressive models: a diffusion drafter for speculative decoding (dllm::generate_speculative; the
+  // caller has checked that it shares the tokenizer), or nullptr.
+  std::shared_ptr<Model> drafter;
+  DraftParams draft;
 };
 
 struct ServeOptions {

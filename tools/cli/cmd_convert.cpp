@@ -8,8 +8,8 @@
 
 #include "command.h"
 #include "common.h"
-#include "core/error.h"
 #include "convert/gguf_convert.h"
+#include "core/error.h"
 
 namespace dllm::cli {
 namespace {

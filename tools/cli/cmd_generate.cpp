@@ -78,21 +78,6 @@ size_t printable_prefix(const std::string& text, const std::vector<std::string>&
   return safe;
 }
 
-// The drafter must map ids to the same text as the verifier: the same vocabulary, token by token, where both
-// have a tokenizer (a drafter without one is refused: nothing says its ids mean the same).
-void check_same_vocabulary(const std::string& model, const ModelTokenizer& mt, const std::string& draft) {
-  ModelTokenizer dt = try_load_model_tokenizer(draft, false);
-  if (!mt.tokenizer || !dt.tokenizer)
-    fail("--draft: cannot compare the vocabularies of ", model, " and ", draft,
-         " (a tokenizer is missing); the drafter must share the model's tokenizer");
-  const Tokenizer &a = *mt.tokenizer, &b = *dt.tokenizer;
-  const int32_t n = std::max(a.vocab_size(), b.vocab_size());
-  for (int32_t id = 0; id < n; ++id)
-    if (a.id_to_token(id) != b.id_to_token(id))
-      fail("--draft: ", draft, " does not share the tokenizer of ", model, ": id ", id, " is '",
-           b.id_to_token(id), "' there and '", a.id_to_token(id), "' here");
-}
-
 // Text prompts -> ids with the model's tokenizer, through the chat template when there is one (--chat).
 std::vector<int32_t> encode_prompt(const Tokenizer& tok, const ChatTemplate* chat, const GenerateOptions& o,
                                    const std::string& text) {
@@ -187,7 +172,7 @@ void run_generate(const GenerateOptions& o) {
     if (!autoregressive)
       fail("--draft needs an autoregressive model to verify the drafts (-m qwen2/qwen3/llama)");
     drafter = load_model_or_throw(o.draft, parse_dtype(o.dtype), o.threads, o.quiet || o.json);
-    check_same_vocabulary(o.model, mt, o.draft);
+    check_same_vocabulary(o.model, o.draft);
   }
   // Autoregressive models run one row at a time, so that a --stop string ends its own row only; a streamed
   // row ends with what was held back (a partial UTF-8 sequence, a prefix of a stop string) and a newline.

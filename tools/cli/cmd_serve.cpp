@@ -36,6 +36,8 @@ struct ServeCliOptions {
   std::string model_id;
   std::string tokenizer_dir;  // for the first model
   std::optional<std::string> route_keywords;
+  std::vector<std::string> drafts;  // [NAME=]PATH: diffusion drafters of autoregressive models
+  DraftParams draft;
   std::string dtype = "auto";
   int threads = 0;
   DenoiseFlags denoise;
@@ -89,6 +91,29 @@ void run_serve(ServeCliOptions& o) {
     spec.model = load_model_or_throw(path, parse_dtype(o.dtype), o.threads, s.quiet);
     specs.push_back(std::move(spec));
   }
+  // --draft [NAME=]PATH: a diffusion drafter for the autoregressive model NAME (default: the first one).
+  if (!o.drafts.empty() && (o.draft.tokens < 1 || o.draft.steps < 1 || o.draft.steps > o.draft.tokens))
+    fail("--draft-tokens must be >= 1 and --draft-steps in [1, --draft-tokens]");
+  for (const auto& arg : o.drafts) {
+    auto [name, path] = split_model_arg(arg);
+    server::ModelSpec* target = nullptr;
+    for (auto& spec : specs)
+      if (name.empty() ? spec.model->info().autoregressive && !target : spec.name == name) target = &spec;
+    if (!target)
+      fail("--draft ", arg, ": ",
+           name.empty() ? "no autoregressive model is served" : "no served model is named '" + name + "'");
+    if (!target->model->info().autoregressive)
+      fail("--draft ", arg, ": '", target->name,
+           "' is a diffusion model; drafts are verified by an autoregressive one");
+    if (target->drafter) fail("--draft: '", target->name, "' has two drafters");
+    check_same_vocabulary(target->path, path);
+    target->drafter = load_model_or_throw(path, parse_dtype(o.dtype), o.threads, s.quiet);
+    target->draft = o.draft;
+    if (target->drafter->info().autoregressive || target->drafter->info().block_size > 0 ||
+        target->drafter->info().mask_id < 0)
+      fail("--draft ", arg,
+           ": the drafter must be a bidirectional diffusion model (LLaDA, Dream) with a [MASK] id");
+  }
   exit_status() = server::serve(specs, s);
 }
 
@@ -125,6 +150,16 @@ void setup(CLI::App& app) {
       "word of the last user message (chat) or the prompt (completions), case-insensitive; \"\" = "
       "none. Default: " +
           keywords);
+  cmd->add_option(
+      "--draft", o->drafts,
+      "[NAME=]PATH: a diffusion model (same tokenizer) that drafts tokens for the autoregressive model "
+      "NAME (default: the first one), verified in one forward: speculative decoding, greedy output "
+      "unchanged (docs/hybrid.md); repeatable, one per AR model");
+  cmd->add_option("--draft-tokens", o->draft.tokens, "With --draft: tokens drafted per round")
+      ->capture_default_str();
+  cmd->add_option("--draft-steps", o->draft.steps,
+                  "With --draft: denoising steps per draft (sampled requests need 1)")
+      ->capture_default_str();
   cmd->add_option("--host", s.host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", s.port, "TCP port (0 = any free port; the one bound is printed)")
       ->capture_default_str();

@@ -35,7 +35,8 @@ struct Setting {
 };
 
 // Block-diffusion models (LLaDA2, SDAR): the official loops with the block cache off (the reference, every
-// step recomputes the prefix) and on (exact: the same tokens, fewer tokens run), and the faster settings of each.
+// step recomputes the prefix) and on (exact: the same tokens, fewer tokens run), and the faster settings of
+// each.
 std::vector<Setting> block_settings(const SweepOptions& o, const ModelInfo& mi) {
   GenerateParams base;
   base.gen_length = o.gen_length;

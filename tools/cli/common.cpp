@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -12,8 +13,10 @@
 
 #include "core/error.h"
 #include "kernels/linear.h"
+#include "model/model_tokenizer.h"
 #include "model/precision.h"
 #include "model/transformer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace dllm::cli {
 
@@ -123,6 +126,24 @@ bool stderr_is_terminal() {
 }
 bool stdout_is_terminal() {
   return ::isatty(1) != 0;
+}
+
+}  // namespace dllm::cli
+
+namespace dllm::cli {
+
+void check_same_vocabulary(const std::string& model, const std::string& draft) {
+  const ModelTokenizer mt = try_load_model_tokenizer(model, false),
+                       dt = try_load_model_tokenizer(draft, false);
+  if (!mt.tokenizer || !dt.tokenizer)
+    fail("--draft: cannot compare the vocabularies of ", model, " and ", draft,
+         " (a tokenizer is missing); the drafter must share the model's tokenizer");
+  const Tokenizer &a = *mt.tokenizer, &b = *dt.tokenizer;
+  const int32_t n = std::max(a.vocab_size(), b.vocab_size());
+  for (int32_t id = 0; id < n; ++id)
+    if (a.id_to_token(id) != b.id_to_token(id))
+      fail("--draft: ", draft, " does not share the tokenizer of ", model, ": id ", id, " is '",
+           b.id_to_token(id), "' there and '", a.id_to_token(id), "' here");
 }
 
 }  // namespace dllm::cli

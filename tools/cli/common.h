@@ -24,7 +24,8 @@ std::string dtype_label(Precision p);
 std::string loadavg();
 // The --dtype help, one text for every command.
 inline constexpr const char* kDtypeHelp =
-    "Weights and products: auto (the checkpoint's own precision: f32 files run f32, the exact path; bf16 / f16 "
+    "Weights and products: auto (the checkpoint's own precision: f32 files run f32, the exact path; bf16 / "
+    "f16 "
     "files stay 16-bit) | f32 (exact: f32 weights and products) | bf16 (16-bit weights, f16 checkpoints stay "
     "f16: half the memory; bf16 products with AVX512_BF16, f32 products on the 16-bit weights elsewhere)";
 WeightFormat parse_weights(const std::string& name);  // "auto" | "f32" | "q8"
@@ -34,6 +35,9 @@ std::string& weights_flag();  // the --weights value as given
 // Loads and prints one line about the model to stderr unless quiet.
 std::shared_ptr<Model> load_model_or_throw(const std::string& path, Precision precision, int threads,
                                            bool quiet);
+// --draft: the drafter must map ids to the same text as the model (both tokenizers, compared id by id); the
+// error names the first id that differs.
+void check_same_vocabulary(const std::string& model, const std::string& draft);
 bool stderr_is_terminal();
 bool stdout_is_terminal();
 

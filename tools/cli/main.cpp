@@ -24,8 +24,8 @@ int& exit_status() {
 int main(int argc, char** argv) {
   using namespace dllm::cli;
   // Every forward returns a fresh logits vector (up to rows x vocab x 4 bytes: 129 MB for 256 rows of LLaDA's
-  // 126464-token vocabulary). glibc would map and unmap each one, so every forward paid ~30k page faults: 3% of a
-  // LLaDA-8B-shaped forward. Served from the heap and kept there, the pages are reused.
+  // 126464-token vocabulary). glibc would map and unmap each one, so every forward paid ~30k page faults: 3%
+  // of a LLaDA-8B-shaped forward. Served from the heap and kept there, the pages are reused.
   mallopt(M_MMAP_THRESHOLD, 1 << 30);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
   CLI::App app{"dllm: run diffusion language models (LLaDA, Dream) on CPU"};
