@@ -265,10 +265,15 @@ Expected<GenerateResult> generate(Model& model, const std::vector<std::vector<in
 struct DraftParams {
   int64_t tokens = 8;  // k: positions drafted per round
   int64_t steps = 1;   // denoising steps per draft
+  // The drafter keeps the keys/values of the text between rounds and runs only the new tokens and the masks
+  // (like Fast-dLLM's prefix cache: approximate for a bidirectional model, whose cached keys were computed
+  // beside earlier drafts). Only the drafts change, never the output. false: every round runs the whole text.
+  bool cache = true;
 };
 struct SpeculativeStats {
   int64_t rounds = 0, drafted = 0, accepted = 0;  // accepted: drafted tokens the verifier kept
   int64_t draft_forwards = 0, verify_forwards = 0;
+  int64_t draft_positions = 0;  // token positions the drafter ran, over all its forwards
   double draft_seconds = 0, verify_seconds = 0;
   double mean_accepted() const {
     return rounds ? static_cast<double>(accepted) / static_cast<double>(rounds) : 0;

@@ -11,6 +11,7 @@
 #include "ar/ar_generate.h"
 #include "ar/ar_session.h"
 #include "ar/token_sampler.h"
+#include "cache/kv_cache.h"
 #include "core/error.h"
 #include "core/rng.h"
 
@@ -29,11 +30,20 @@ struct Draft {
   std::vector<std::vector<float>> q;  // sampling: the distribution each token was drawn from
 };
 
+// The drafter's K/V of the text so far (DraftParams::cache). The last token of the text is never cached:
+// every forward re-runs it, so a Dream-style model (row i predicts position i + 1) always has the row that
+// predicts the first draft.
+struct DrafterCache {
+  KvCache kv;
+  int64_t cached = 0;  // leading text tokens whose K/V is held
+};
+
 // k tokens after `context` from the diffusion model: canvas = context + k masks, `steps` forwards, each
 // committing the most confident masked positions (ties to the left; the last step all of them). Greedy takes
-// each position's argmax; sampling (steps = 1) draws each position from its filtered softmax.
+// each position's argmax; sampling (steps = 1) draws each position from its filtered softmax. With a cache,
+// only the text not cached yet (and the masks) is run.
 Draft draft_tokens(Model& drafter, const std::vector<int32_t>& context, int64_t k, int64_t steps,
-                   const TokenSampling& sampling, Rng& rng, int64_t* forwards) {
+                   const TokenSampling& sampling, Rng& rng, DrafterCache* cache, SpeculativeStats& stats) {
   const ModelInfo& info = drafter.info();
   const auto P = static_cast<int64_t>(context.size());
   const int64_t V = info.vocab_size, shift = info.shift_logits ? 1 : 0;
@@ -45,10 +55,20 @@ Draft draft_tokens(Model& drafter, const std::vector<int32_t>& context, int64_t 
   if (sampling.temperature > 0) d.q.resize(static_cast<size_t>(k));
   for (int64_t step = 0; step < steps; ++step) {
     ForwardInput in;
-    in.tokens = canvas;
-    in.logits_from = P - shift;  // row j predicts position P + j (Dream: the output at P + j - 1)
+    int64_t from = 0;  // the canvas position of the first token run
+    if (cache) {
+      from = step == 0 ? cache->cached : P - 1;
+      in.cache = &cache->kv;
+      in.cache_op = CacheOp::kExtend;
+      in.cache_append = step == 0 ? P - 1 - cache->cached : 0;
+      in.attention_block = 0;  // bidirectional over the cache and this call
+    }
+    in.tokens = std::span<const int32_t>(canvas).subspan(static_cast<size_t>(from));
+    in.logits_from = P - shift - from;  // row j predicts position P + j (Dream: the output at P + j - 1)
     const std::vector<float> logits = drafter.forward(in).value();
-    ++*forwards;
+    if (cache && step == 0) cache->cached = P - 1;
+    ++stats.draft_forwards;
+    stats.draft_positions += static_cast<int64_t>(in.tokens.size());
     std::vector<int64_t> open;
     std::vector<double> confidence(static_cast<size_t>(k), 0);
     std::vector<int32_t> pick(static_cast<size_t>(k), 0);
@@ -148,6 +168,7 @@ Expected<GenerateResult> generate_speculative(Model& verifier, Model& drafter,
       if (prompt.empty()) fail("generate: prompt ", row, " is empty");
       Rng rng(params.seed + row);
       ArSession session(verifier);
+      DrafterCache drafter_cache;
       auto t = Clock::now();
       std::vector<float> next_logits = session.advance(prompt);  // predicts the token after the prompt
       stats.verify_seconds += seconds_since(t);
@@ -185,7 +206,7 @@ Expected<GenerateResult> generate_speculative(Model& verifier, Model& drafter,
         if (k > 0) {
           t = Clock::now();
           d = draft_tokens(drafter, context, k, std::min(draft.steps, k), sampling, rng,
-                           &stats.draft_forwards);
+                           draft.cache ? &drafter_cache : nullptr, stats);
           stats.draft_seconds += seconds_since(t);
         }
         std::vector<int32_t> feed = pending;

@@ -171,8 +171,10 @@ json App::model_json(const Served& m) const {
                   {"defaults", defaults},
                   {"limits", {{"max_tokens", m.policy.max_tokens}, {"max_n", m.policy.max_n}}}}}};
   if (m.drafter)
-    model["dllm"]["draft"] = {
-        {"model", m.drafter->info().path}, {"tokens", m.draft.tokens}, {"steps", m.draft.steps}};
+    model["dllm"]["draft"] = {{"model", m.drafter->info().path},
+                              {"tokens", m.draft.tokens},
+                              {"steps", m.draft.steps},
+                              {"cache", m.draft.cache ? "prefix" : "none"}};
   if (!m.codec.tokenizer_error().empty()) model["dllm"]["tokenizer_error"] = m.codec.tokenizer_error();
   return model;
 }

@@ -62,6 +62,22 @@ class OracleDrafter : public Model {
   ModelInfo info_;
 };
 
+// Delegates to a real drafter and keeps the logits of every forward.
+class RecordingDrafter : public Model {
+ public:
+  explicit RecordingDrafter(Model& inner) : inner_(inner) {}
+  const ModelInfo& info() const override { return inner_.info(); }
+  Expected<std::vector<float>> forward(const ForwardInput& in) override {
+    auto r = inner_.forward(in);
+    if (r.ok()) logits.push_back(r.value());
+    return r;
+  }
+  std::vector<std::vector<float>> logits;
+
+ private:
+  Model& inner_;
+};
+
 GenerateParams greedy(int64_t n) {
   GenerateParams p;
   p.gen_length = n;
@@ -80,17 +96,27 @@ TEST(Speculative, GreedyEqualsTheVerifierAloneWithRandomDrafters) {
     ASSERT_TRUE(drafter);
     for (int64_t k : {1, 4, 8})
       for (int64_t steps : {int64_t{1}, k}) {
-        SpeculativeStats stats;
-        const auto r =
-            generate_speculative(*ar, *drafter, {prompt}, greedy(32), {k, steps}, {}, &stats).value();
-        EXPECT_EQ(r.outputs[0], alone) << drafter_path << " k=" << k << " steps=" << steps;
-        // `steps` forwards a round (fewer in a last round with fewer than `steps` tokens left to draft).
-        EXPECT_LE(stats.draft_forwards, stats.rounds * steps);
-        EXPECT_GE(stats.draft_forwards, stats.rounds);
-        ++checked;
+        int64_t uncached_positions = 0;
+        for (bool cache : {false, true}) {
+          SpeculativeStats stats;
+          const auto r =
+              generate_speculative(*ar, *drafter, {prompt}, greedy(32), {k, steps, cache}, {}, &stats)
+                  .value();
+          EXPECT_EQ(r.outputs[0], alone)
+              << drafter_path << " k=" << k << " steps=" << steps << " cache=" << cache;
+          // `steps` forwards a round (fewer in a last round with fewer than `steps` tokens left to draft).
+          EXPECT_LE(stats.draft_forwards, stats.rounds * steps);
+          EXPECT_GE(stats.draft_forwards, stats.rounds);
+          if (!cache) uncached_positions = stats.draft_positions;
+          // The cache runs only the new text and the masks after the first round.
+          if (cache && stats.rounds > 1) {
+            EXPECT_LT(stats.draft_positions, uncached_positions);
+          }
+          ++checked;
+        }
       }
   }
-  EXPECT_EQ(checked, 12);
+  EXPECT_EQ(checked, 24);
 }
 
 TEST(Speculative, PerfectDraftsAreAllAcceptedAndSaveVerifierForwards) {
@@ -100,7 +126,7 @@ TEST(Speculative, PerfectDraftsAreAllAcceptedAndSaveVerifierForwards) {
   const auto alone = generate(*ar, {prompt}, greedy(30)).value();
   OracleDrafter drafter(*ar, 0);
   SpeculativeStats stats;
-  const auto r = generate_speculative(*ar, drafter, {prompt}, greedy(30), {4, 1}, {}, &stats).value();
+  const auto r = generate_speculative(*ar, drafter, {prompt}, greedy(30), {4, 1, false}, {}, &stats).value();
   EXPECT_EQ(r.outputs[0], alone.outputs[0]);
   EXPECT_EQ(stats.accepted, stats.drafted);  // every draft kept
   EXPECT_EQ(stats.rounds, 6);                // 5 tokens a round (4 drafts + the verifier's own), 30 tokens
@@ -115,7 +141,7 @@ TEST(Speculative, PartlyWrongDraftsKeepTheAgreeingPrefix) {
   const auto alone = generate(*ar, {prompt}, greedy(24)).value().outputs[0];
   OracleDrafter drafter(*ar, 3);  // the third draft of each round is wrong
   SpeculativeStats stats;
-  const auto r = generate_speculative(*ar, drafter, {prompt}, greedy(24), {6, 2}, {}, &stats).value();
+  const auto r = generate_speculative(*ar, drafter, {prompt}, greedy(24), {6, 2, false}, {}, &stats).value();
   EXPECT_EQ(r.outputs[0], alone);
   EXPECT_EQ(stats.accepted, 2 * stats.rounds);  // two drafts kept, then the correction
 }
@@ -187,4 +213,31 @@ TEST(Speculative, MismatchedPairsAreRefused) {
 }
 
 }  // namespace
+// The first round of a cached drafter runs the whole text like the uncached one: the same logits, and later
+// rounds (text + masks against the cache) stay close to a full recompute.
+TEST(Speculative, CachedDrafterFirstRoundIsTheFullForward) {
+  auto ar = load("oracle/ar/models/llama3_tiny");
+  ASSERT_TRUE(ar);
+  const std::vector<int32_t> prompt = {507, 178, 17, 425, 303, 31, 172, 350, 457, 164};
+  int checked = 0;
+  for (const char* drafter_path : {"oracle/models/llada_tiny_f32", "oracle/models/dream_tiny_gqa_f32"}) {
+    auto inner = load(drafter_path);
+    ASSERT_TRUE(inner);
+    RecordingDrafter full(*inner), cached(*inner);
+    generate_speculative(*ar, full, {prompt}, greedy(24), {4, 2, false}).value();
+    generate_speculative(*ar, cached, {prompt}, greedy(24), {4, 2, true}).value();
+    ASSERT_GE(full.logits.size(), 2u);
+    ASSERT_EQ(full.logits[0].size(), cached.logits[0].size());
+    float worst = 0;
+    for (size_t i = 0; i < full.logits[0].size(); ++i)
+      worst = std::max(worst, std::abs(full.logits[0][i] - cached.logits[0][i]));
+    EXPECT_LT(worst, 1e-4f) << drafter_path;
+    // Step 2 of round 1 runs [last text token, 4 drafts] against the cache: its rows cover the same
+    // positions as the full forward's.
+    ASSERT_EQ(full.logits[1].size(), cached.logits[1].size()) << drafter_path;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 2);
+}
+
 }  // namespace dllm

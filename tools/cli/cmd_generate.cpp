@@ -189,6 +189,7 @@ void run_generate(const GenerateOptions& o) {
       spec.drafted += row_stats.drafted;
       spec.accepted += row_stats.accepted;
       spec.draft_forwards += row_stats.draft_forwards;
+      spec.draft_positions += row_stats.draft_positions;
       spec.verify_forwards += row_stats.verify_forwards;
       spec.draft_seconds += row_stats.draft_seconds;
       spec.verify_seconds += row_stats.verify_seconds;
@@ -222,6 +223,8 @@ void run_generate(const GenerateOptions& o) {
     if (drafter)
       out["speculative"] = {{"draft_tokens", o.draft_params.tokens},
                             {"draft_steps", o.draft_params.steps},
+                            {"draft_cache", o.draft_params.cache ? "prefix" : "none"},
+                            {"draft_positions", spec.draft_positions},
                             {"rounds", spec.rounds},
                             {"drafted", spec.drafted},
                             {"accepted", spec.accepted},
@@ -330,11 +333,7 @@ void setup(CLI::App& app) {
       "--draft", o->draft,
       "Speculative decoding: a diffusion model (same tokenizer) drafts tokens that this "
       "autoregressive model verifies in one forward; greedy output is unchanged (docs/hybrid.md)");
-  cmd->add_option("--draft-tokens", o->draft_params.tokens, "With --draft: tokens drafted per round")
-      ->capture_default_str();
-  cmd->add_option("--draft-steps", o->draft_params.steps,
-                  "With --draft: denoising steps per draft (1 = all at once; sampling needs 1)")
-      ->capture_default_str();
+  add_draft_options(cmd, o->draft_params);
   cmd->add_flag("-q,--quiet", o->quiet, "No status lines on stderr");
   cmd->add_flag(
       "--visual", o->visual,

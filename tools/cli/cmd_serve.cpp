@@ -155,11 +155,7 @@ void setup(CLI::App& app) {
       "[NAME=]PATH: a diffusion model (same tokenizer) that drafts tokens for the autoregressive model "
       "NAME (default: the first one), verified in one forward: speculative decoding, greedy output "
       "unchanged (docs/hybrid.md); repeatable, one per AR model");
-  cmd->add_option("--draft-tokens", o->draft.tokens, "With --draft: tokens drafted per round")
-      ->capture_default_str();
-  cmd->add_option("--draft-steps", o->draft.steps,
-                  "With --draft: denoising steps per draft (sampled requests need 1)")
-      ->capture_default_str();
+  add_draft_options(cmd, o->draft);
   cmd->add_option("--host", s.host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", s.port, "TCP port (0 = any free port; the one bound is printed)")
       ->capture_default_str();

@@ -146,4 +146,23 @@ void check_same_vocabulary(const std::string& model, const std::string& draft) {
            b.id_to_token(id), "' there and '", a.id_to_token(id), "' here");
 }
 
+void add_draft_options(CLI::App* cmd, DraftParams& draft) {
+  cmd->add_option("--draft-tokens", draft.tokens, "With --draft: tokens drafted per round")
+      ->capture_default_str();
+  cmd->add_option("--draft-steps", draft.steps,
+                  "With --draft: denoising steps per draft (1 = all at once; sampling needs 1)")
+      ->capture_default_str();
+  cmd->add_option_function<std::string>(
+         "--draft-cache",
+         [&draft](const std::string& v) {
+           if (v != "prefix" && v != "none")
+             throw CLI::ValidationError("--draft-cache", "'" + v + "' is not one of: prefix, none");
+           draft.cache = v == "prefix";
+         },
+         "With --draft: prefix = the drafter keeps the text's keys/values between rounds and runs only "
+         "the new tokens and the masks (approximate drafts, same output); none = every round runs the "
+         "whole text. Default: prefix")
+      ->type_name("prefix|none");
+}
+
 }  // namespace dllm::cli

@@ -38,6 +38,8 @@ std::shared_ptr<Model> load_model_or_throw(const std::string& path, Precision pr
 // --draft: the drafter must map ids to the same text as the model (both tokenizers, compared id by id); the
 // error names the first id that differs.
 void check_same_vocabulary(const std::string& model, const std::string& draft);
+// --draft-tokens / --draft-steps / --draft-cache, registered once for `generate` and `serve`.
+void add_draft_options(CLI::App* cmd, DraftParams& draft);
 bool stderr_is_terminal();
 bool stdout_is_terminal();
 

@@ -123,7 +123,7 @@ class Block(nn.Module):
         self.up_proj = nn.Linear(d, mlp, bias=False)
         self.ff_out = nn.Linear(mlp, d, bias=False)
 
-    def forward(self, x, cos, sin):
+    def forward(self, x, cos, sin, causal=False):
         B, T, d = x.shape
         H = self.n_heads
         hd = d // H
@@ -134,6 +134,8 @@ class Block(nn.Module):
         q = apply_rope(q, cos, sin)
         k = apply_rope(k, cos, sin)
         att = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(hd))   # no mask: bidirectional
+        if causal:  # the autoregressive twin (train.py --objective ar): position i sees 0..i
+            att = att.masked_fill(torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1), float("-inf"))
         att = att.softmax(dim=-1)
         y = (att @ v).transpose(1, 2).reshape(B, T, d)
         x = x + self.attn_out(y)
@@ -152,11 +154,15 @@ class Transformer(nn.Module):
 
 
 class LLaDAModel(nn.Module):
-    """state_dict keys: model.transformer.* exactly as the HF LLaDA checkpoint."""
+    """state_dict keys: model.transformer.* exactly as the HF LLaDA checkpoint.
 
-    def __init__(self, cfg):
+    causal=True: the same network with a causal mask, trained as an autoregressive LM (the demo's AR twin,
+    exported in the Llama layout by export_ar.py)."""
+
+    def __init__(self, cfg, causal=False):
         super().__init__()
         self.cfg = cfg
+        self.causal = causal
         self.model = nn.Module()
         self.model.transformer = Transformer(cfg)
         self._rope = {}
@@ -186,7 +192,7 @@ class LLaDAModel(nn.Module):
         x = tr.wte(input_ids)
         cos, sin = self.rope(input_ids.shape[1], input_ids.device)
         for blk in tr.blocks:
-            x = blk(x, cos, sin)
+            x = blk(x, cos, sin, self.causal)
         return tr.ff_out(tr.ln_f(x))
 
 

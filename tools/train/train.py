@@ -94,6 +94,8 @@ def get_batch(stream, step, args):
     L = args.seq_len
     if rng.random() < args.var_len_prob:
         L = int(rng.integers(16, args.seq_len + 1))
+    if args.objective == "ar":
+        L += 1  # inputs x[:, :-1], next-token targets x[:, 1:]
     offs = rng.integers(0, len(stream) - L, size=args.batch)
     x = np.stack([stream[o:o + L] for o in offs]).astype(np.int64)
     return torch.from_numpy(x)
@@ -116,6 +118,34 @@ def llada_loss(model, x, mask_id, gen):
     logits = model(noisy)
     tok_loss = F.cross_entropy(logits[masked], x[masked], reduction="none") / p[masked]
     return tok_loss.sum() / (x.shape[0] * x.shape[1])
+
+
+def ar_loss(model, x):
+    """Next-token cross-entropy (the autoregressive twin): mean over all positions."""
+    logits = model(x[:, :-1])
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), x[:, 1:].reshape(-1))
+
+
+@torch.no_grad()
+def evaluate_ar(model, held, args, max_seqs=None):
+    """Next-token CE and argmax accuracy over consecutive seq_len-token chunks of the held-out stream (each
+    chunk predicts its tokens 1..L-1 from the ones before, within the chunk)."""
+    model.eval()
+    L = args.seq_len
+    n = len(held) // L
+    if max_seqs:
+        n = min(n, max_seqs)
+    seqs = torch.from_numpy(held[:n * L].astype(np.int64)).view(n, L)
+    tot, correct, cnt = 0.0, 0, 0
+    for i in range(0, n, args.eval_batch):
+        x = seqs[i:i + args.eval_batch]
+        logits = model(x[:, :-1]).reshape(-1, model.cfg["embedding_size"])
+        tgt = x[:, 1:].reshape(-1)
+        tot += F.cross_entropy(logits, tgt, reduction="sum").item()
+        correct += (logits.argmax(-1) == tgt).sum().item()
+        cnt += tgt.numel()
+    model.train()
+    return {"next": (tot / cnt, correct / cnt)}
 
 
 @torch.no_grad()
@@ -149,6 +179,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True)
     ap.add_argument("--tokenizer", required=True)
+    ap.add_argument("--objective", choices=["llada", "ar"], default="llada",
+                    help="llada: masked diffusion (bidirectional); ar: the same network with a causal mask "
+                         "trained on next-token prediction (the demo's autoregressive twin, export_ar.py)")
     ap.add_argument("--d-model", type=int, default=192)
     ap.add_argument("--n-layers", type=int, default=4)
     ap.add_argument("--n-heads", type=int, default=4)
@@ -187,7 +220,7 @@ def main():
     cfg = llada_config(V, args.d_model, args.n_layers, args.n_heads, args.mlp, args.max_seq_len,
                        eos_token_id=eos, pad_token_id=eos, mask_token_id=mask_id)
     cfg["bos_token_id"] = tok.token_to_id(BOS)
-    model = LLaDAModel(cfg)
+    model = LLaDAModel(cfg, causal=args.objective == "ar")
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.wd},
@@ -241,7 +274,10 @@ def main():
 
     def run_eval(step, tokens):
         t0 = time.time()
-        res = evaluate(model, held, args, mask_id, args.eval_seqs)
+        if args.objective == "ar":
+            res = evaluate_ar(model, held, args, args.eval_seqs)
+        else:
+            res = evaluate(model, held, args, mask_id, args.eval_seqs)
         s = "  ".join(f"t={r}: loss {l:.3f} acc {a:.3f}" for r, (l, a) in res.items())
         print(f"[eval step {step}] held-out masked-token {s}  ({time.time() - t0:.1f}s)", flush=True)
         for r, (l, a) in res.items():
@@ -262,7 +298,7 @@ def main():
             g["lr"] = lr
         x = get_batch(train_stream, step, args)
         gen = torch.Generator().manual_seed(args.seed * 1_000_003 + step)
-        loss = llada_loss(model, x, mask_id, gen)
+        loss = ar_loss(model, x) if args.objective == "ar" else llada_loss(model, x, mask_id, gen)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
