@@ -5,10 +5,12 @@
 // error.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
 #include "ar/token_sampler.h"
+#include "cache/kv_cache.h"
 #include "dllm/dllm.h"
 #include "test_util.h"
 
@@ -68,11 +70,15 @@ class RecordingDrafter : public Model {
   explicit RecordingDrafter(Model& inner) : inner_(inner) {}
   const ModelInfo& info() const override { return inner_.info(); }
   Expected<std::vector<float>> forward(const ForwardInput& in) override {
+    cached_before.push_back(in.cache ? in.cache->seq_len : 0);
+    fed.emplace_back(in.tokens.begin(), in.tokens.end());
     auto r = inner_.forward(in);
     if (r.ok()) logits.push_back(r.value());
     return r;
   }
   std::vector<std::vector<float>> logits;
+  std::vector<int64_t> cached_before;     // the drafter cache's length when each forward started
+  std::vector<std::vector<int32_t>> fed;  // the tokens each forward ran
 
  private:
   Model& inner_;
@@ -238,6 +244,37 @@ TEST(Speculative, CachedDrafterFirstRoundIsTheFullForward) {
     ++checked;
   }
   EXPECT_EQ(checked, 2);
+}
+
+// The cache holds exactly the text minus its last token: every round runs what was emitted since the last
+// round (after the previous last token) plus the masks, and everything but the new last token and the masks
+// joins the cache.
+TEST(Speculative, DrafterCacheHoldsTheTextButItsLastToken) {
+  auto ar = load("oracle/ar/models/llama3_tiny");
+  auto inner = load("oracle/models/llada_tiny_f32");
+  ASSERT_TRUE(ar && inner);
+  const std::vector<int32_t> prompt = {507, 178, 17, 425, 303, 31, 172, 350, 457, 164};
+  RecordingDrafter cached(*inner);
+  const int64_t k = 4;
+  const auto out = generate_speculative(*ar, cached, {prompt}, greedy(40), {k, 1, true}).value().outputs[0];
+  std::vector<int32_t> text = prompt;
+  text.insert(text.end(), out.begin(), out.end());
+  ASSERT_GE(cached.fed.size(), 3u);
+  EXPECT_EQ(cached.cached_before[0], 0);
+  for (size_t r = 0; r < cached.fed.size(); ++r) {
+    const auto& f = cached.fed[r];
+    const int64_t drafts = std::count(f.begin(), f.end(), inner->info().mask_id);
+    ASSERT_GE(drafts, 1);
+    const int64_t text_run = static_cast<int64_t>(f.size()) - drafts;
+    ASSERT_GE(text_run, 1) << "round " << r;
+    // The text run is the true text from the cached length on.
+    const int64_t from = cached.cached_before[r];
+    ASSERT_LE(from + text_run, static_cast<int64_t>(text.size()));
+    EXPECT_TRUE(std::equal(f.begin(), f.begin() + text_run, text.begin() + from)) << "round " << r;
+    if (r + 1 < cached.fed.size()) {
+      EXPECT_EQ(cached.cached_before[r + 1], from + text_run - 1) << "round " << r;
+    }
+  }
 }
 
 }  // namespace dllm
