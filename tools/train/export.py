@@ -63,6 +63,23 @@ def downsample_log(path, every=20):
     return rows, out
 
 
+def copy_tokenizer_and_logs(args, plot_fn):
+    """tokenizer files from args.tokenizer_dir, training_log.csv (20-step means), eval_log.csv and
+    loss_curve.png (plot_fn) into args.out. Returns (tokenizer, train rows, 20-step means, plot written)."""
+    for fn in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(os.path.join(args.tokenizer_dir, fn), os.path.join(args.out, fn))
+    tok = BPETokenizer(os.path.join(args.out, "tokenizer.json"))
+    rows, ds = downsample_log(os.path.join(args.run, "train_log.csv"))
+    with open(os.path.join(args.out, "training_log.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["step", "tokens", "loss_mean20", "lr", "elapsed_s"])
+        for r in ds:
+            w.writerow([r["step"], r["tokens"], f"{r['loss']:.4f}", f"{r['lr']:.6g}", f"{r['elapsed_s']:.0f}"])
+    eval_rows = list(csv.DictReader(open(os.path.join(args.run, "eval_log.csv"))))
+    shutil.copy(os.path.join(args.run, "eval_log.csv"), os.path.join(args.out, "eval_log.csv"))
+    return tok, rows, ds, plot_fn(ds, eval_rows, os.path.join(args.out, "loss_curve.png"))
+
+
 def plot(train_ds, eval_rows, path):
     try:
         import matplotlib
@@ -123,20 +140,7 @@ def main():
     with open(os.path.join(args.out, "generation_config.json"), "w") as f:
         json.dump(gen_cfg, f, indent=2)
         f.write("\n")
-    for fn in ("tokenizer.json", "tokenizer_config.json"):
-        shutil.copy(os.path.join(args.tokenizer_dir, fn), os.path.join(args.out, fn))
-    tok = BPETokenizer(os.path.join(args.out, "tokenizer.json"))
-
-    # logs and plot
-    rows, ds = downsample_log(os.path.join(args.run, "train_log.csv"))
-    with open(os.path.join(args.out, "training_log.csv"), "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["step", "tokens", "loss_mean20", "lr", "elapsed_s"])
-        for r in ds:
-            w.writerow([r["step"], r["tokens"], f"{r['loss']:.4f}", f"{r['lr']:.6g}", f"{r['elapsed_s']:.0f}"])
-    eval_rows = list(csv.DictReader(open(os.path.join(args.run, "eval_log.csv"))))
-    shutil.copy(os.path.join(args.run, "eval_log.csv"), os.path.join(args.out, "eval_log.csv"))
-    have_plot = plot(ds, eval_rows, os.path.join(args.out, "loss_curve.png"))
+    tok, rows, ds, have_plot = copy_tokenizer_and_logs(args, plot)
 
     # final held-out evaluation on all held-out sequences
     held = np.load(os.path.join(os.path.dirname(os.path.abspath(args.run)), "tokens_heldout.npy"))

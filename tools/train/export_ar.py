@@ -16,11 +16,9 @@ Writes config.json, generation_config.json, model.safetensors, tokenizer.json + 
 model, for the engine's parity test) and README.md (model card).
 """
 import argparse
-import csv
 import datetime
 import json
 import os
-import shutil
 import sys
 import time
 
@@ -32,8 +30,7 @@ import torch  # noqa: E402
 
 import data  # noqa: E402
 import safetensors_io  # noqa: E402
-from bpe_tokenizer import BPETokenizer  # noqa: E402
-from export import SAMPLE_PROMPTS, downsample_log, prompt_text  # noqa: E402
+from export import SAMPLE_PROMPTS, copy_tokenizer_and_logs, prompt_text  # noqa: E402
 from model import LLaDAModel, num_params  # noqa: E402
 from train import evaluate_ar  # noqa: E402
 
@@ -166,19 +163,7 @@ def main():
                    "eos_token_id": cfg["eos_token_id"], "pad_token_id": cfg["pad_token_id"],
                    "transformers_version": "4.46.3"}, f, indent=2)
         f.write("\n")
-    for fn in ("tokenizer.json", "tokenizer_config.json"):
-        shutil.copy(os.path.join(args.tokenizer_dir, fn), os.path.join(args.out, fn))
-    tok = BPETokenizer(os.path.join(args.out, "tokenizer.json"))
-
-    rows, ds = downsample_log(os.path.join(args.run, "train_log.csv"))
-    with open(os.path.join(args.out, "training_log.csv"), "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["step", "tokens", "loss_mean20", "lr", "elapsed_s"])
-        for r in ds:
-            w.writerow([r["step"], r["tokens"], f"{r['loss']:.4f}", f"{r['lr']:.6g}", f"{r['elapsed_s']:.0f}"])
-    eval_rows = list(csv.DictReader(open(os.path.join(args.run, "eval_log.csv"))))
-    shutil.copy(os.path.join(args.run, "eval_log.csv"), os.path.join(args.out, "eval_log.csv"))
-    have_plot = plot(ds, eval_rows, os.path.join(args.out, "loss_curve.png"))
+    tok, rows, ds, have_plot = copy_tokenizer_and_logs(args, plot)
 
     held = np.load(os.path.join(os.path.dirname(os.path.abspath(args.run)), "tokens_heldout.npy"))
 

@@ -120,6 +120,14 @@ def llada_loss(model, x, mask_id, gen):
     return tok_loss.sum() / (x.shape[0] * x.shape[1])
 
 
+def heldout_chunks(held, seq_len, max_seqs=None):
+    """The consecutive seq_len-token chunks of the held-out stream (the first max_seqs), [n, seq_len]."""
+    n = len(held) // seq_len
+    if max_seqs:
+        n = min(n, max_seqs)
+    return torch.from_numpy(held[:n * seq_len].astype(np.int64)).view(n, seq_len)
+
+
 def ar_loss(model, x):
     """Next-token cross-entropy (the autoregressive twin): mean over all positions."""
     logits = model(x[:, :-1])
@@ -131,11 +139,8 @@ def evaluate_ar(model, held, args, max_seqs=None):
     """Next-token CE and argmax accuracy over consecutive seq_len-token chunks of the held-out stream (each
     chunk predicts its tokens 1..L-1 from the ones before, within the chunk)."""
     model.eval()
-    L = args.seq_len
-    n = len(held) // L
-    if max_seqs:
-        n = min(n, max_seqs)
-    seqs = torch.from_numpy(held[:n * L].astype(np.int64)).view(n, L)
+    seqs = heldout_chunks(held, args.seq_len, max_seqs)
+    n = len(seqs)
     tot, correct, cnt = 0.0, 0, 0
     for i in range(0, n, args.eval_batch):
         x = seqs[i:i + args.eval_batch]
@@ -152,11 +157,8 @@ def evaluate_ar(model, held, args, max_seqs=None):
 def evaluate(model, held, args, mask_id, max_seqs=None):
     """Mean CE and accuracy over masked tokens at fixed mask ratios, fixed masks."""
     model.eval()
-    L = args.seq_len
-    n = len(held) // L
-    if max_seqs:
-        n = min(n, max_seqs)
-    seqs = torch.from_numpy(held[:n * L].astype(np.int64)).view(n, L)
+    seqs = heldout_chunks(held, args.seq_len, max_seqs)
+    n = len(seqs)
     res = {}
     for r in args.eval_ratios:
         gen = torch.Generator().manual_seed(1234 + int(r * 1000))
