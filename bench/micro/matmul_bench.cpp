@@ -5,6 +5,8 @@
 //   DLLM_MATMUL=onednn ./build/dllm_matmul_bench ...   # the other f32 backend, for A/B
 //   ./build/dllm_matmul_bench --benchmark_filter='moe/'   # f32 vs LinearQ8 vs GGUF Q8_0 / Q4_K / Q6_K in
 //   place
+//   ./build/dllm_matmul_bench --benchmark_filter='target/' --benchmark_repetitions=5   # issue 14's targets:
+//   f32 vs packed Q8_0 / Q4_0 vs in-place Q4_K / Q6_K at 4096 x 4096, M = 1, 32, 256
 //
 // The moe/ cases take {M, N, K, cold}: one LLaDA2-mini expert (512x2048 gate/up, 2048x512 down) and 4096x4096
 // at M = 1, 2, 8, 32. cold = 1 rotates over copies of the weights totalling >= 512 MiB, so each call reads
@@ -29,6 +31,7 @@
 #include "kernels/linear.h"
 #include "kernels/peak.h"
 #include "kernels/quant/linear_ggml.h"
+#include "kernels/quant/linear_packed.h"
 #include "kernels/quant/linear_q8.h"
 #include "kernels/quant/quant.h"
 
@@ -165,6 +168,32 @@ void BM_MoeGgml(benchmark::State& state, dllm::GgmlType type, dllm::quant::Linea
   run_copies(state, ws);
 }
 
+// LinearPacked: the blocks repacked into 16-row panels, one copy per rotation slot.
+struct PackedKernel {
+  dllm::quant::LinearPacked w;
+  void forward(const float* x, int64_t m, float* y) const { w.forward(x, m, y); }
+  size_t weight_bytes() const { return w.weight_bytes(); }
+};
+
+void BM_Packed(benchmark::State& state, dllm::GgmlType type, dllm::quant::LinearPacked::Kernel kernel) {
+  if (!dllm::quant::LinearPacked::supported(kernel)) {
+    state.SkipWithError("this CPU cannot run the kernel");
+    return;
+  }
+  const int64_t n = state.range(1), k = state.range(2);
+  const auto& blocks = blocks_of(type, n, k);
+  std::vector<PackedKernel> ws;
+  for (int c = copies_for(state, blocks.size()); static_cast<int>(ws.size()) < c;)
+    ws.push_back({dllm::quant::LinearPacked::pack(type, blocks.data(), n, k, kernel)});
+  run_copies(state, ws);
+}
+
+// target/: issue 14's targets, 4096 x 4096, cold weights, M = 1 (bandwidth), 32 and 256 (compute).
+void target_shapes(benchmark::internal::Benchmark* b) {
+  for (int64_t m : {1, 32, 256}) b->Args({m, 4096, 4096, 1});
+  b->ArgNames({"M", "N", "K", "cold"})->UseRealTime()->Unit(benchmark::kMicrosecond);
+}
+
 void moe_shapes(benchmark::internal::Benchmark* b) {
   for (int64_t cold : {1, 0})
     for (auto [n, k] : {std::pair<int64_t, int64_t>{512, 2048}, {2048, 512}, {4096, 4096}})
@@ -203,6 +232,30 @@ BENCHMARK_CAPTURE(BM_MoeGgml, q8_0_avx2, dllm::GgmlType::kQ8_0, Kernel::kAvx2)
 BENCHMARK_CAPTURE(BM_MoeGgml, q4_k_avx2, dllm::GgmlType::kQ4_K, Kernel::kAvx2)
     ->Name("moe/ggml_q4_k_avx2")
     ->Apply(moe_shapes);
+
+using PackedKernelId = dllm::quant::LinearPacked::Kernel;
+BENCHMARK(BM_MoeF32)->Name("target/f32")->Apply(target_shapes);
+BENCHMARK_CAPTURE(BM_Packed, q8_0, dllm::GgmlType::kQ8_0, PackedKernelId::kAuto)
+    ->Name("target/packed_q8_0")
+    ->Apply(target_shapes);
+BENCHMARK_CAPTURE(BM_Packed, q4_0, dllm::GgmlType::kQ4_0, PackedKernelId::kAuto)
+    ->Name("target/packed_q4_0")
+    ->Apply(target_shapes);
+BENCHMARK_CAPTURE(BM_Packed, q8_0_avx2, dllm::GgmlType::kQ8_0, PackedKernelId::kAvx2)
+    ->Name("target/packed_q8_0_avx2")
+    ->Apply(target_shapes);
+BENCHMARK_CAPTURE(BM_Packed, q4_0_avx2, dllm::GgmlType::kQ4_0, PackedKernelId::kAvx2)
+    ->Name("target/packed_q4_0_avx2")
+    ->Apply(target_shapes);
+BENCHMARK_CAPTURE(BM_MoeGgml, q8_0, dllm::GgmlType::kQ8_0, Kernel::kAuto)
+    ->Name("target/ggml_q8_0")
+    ->Apply(target_shapes);
+BENCHMARK_CAPTURE(BM_MoeGgml, q4_k, dllm::GgmlType::kQ4_K, Kernel::kAuto)
+    ->Name("target/ggml_q4_k")
+    ->Apply(target_shapes);
+BENCHMARK_CAPTURE(BM_MoeGgml, q6_k, dllm::GgmlType::kQ6_K, Kernel::kAuto)
+    ->Name("target/ggml_q6_k")
+    ->Apply(target_shapes);
 
 BENCHMARK_CAPTURE(BM_Linear, f32, dllm::ComputeType::kF32)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_Linear, bf16, dllm::ComputeType::kBF16)->Apply(shapes);

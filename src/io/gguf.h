@@ -2,9 +2,10 @@
 //   u32 magic "GGUF", u32 version, u64 tensor_count, u64 kv_count,
 //   kv_count x {string key, u32 value_type, value}, tensor_count x {string name, u32 n_dims, u64 ne[n_dims],
 //   u32 ggml_type, u64 offset}, padding to general.alignment (default 32), tensor data.
-// Strings are u64 length + bytes (no NUL); arrays are u32 element type + u64 count + elements; all little-endian.
-// Every count, length and offset is validated against the file before it is used: a malformed file gives a
-// dllm::Error naming the file and the key or tensor, never an out-of-bounds read or a huge allocation.
+// Strings are u64 length + bytes (no NUL); arrays are u32 element type + u64 count + elements; all
+// little-endian. Every count, length and offset is validated against the file before it is used: a malformed
+// file gives a dllm::Error naming the file and the key or tensor, never an out-of-bounds read or a huge
+// allocation.
 #pragma once
 
 #include <cstddef>
@@ -24,8 +25,19 @@ namespace dllm {
 
 // Metadata value types (gguf_type).
 enum class GgufValueType : uint32_t {
-  kUint8 = 0, kInt8 = 1, kUint16 = 2, kInt16 = 3, kUint32 = 4, kInt32 = 5, kFloat32 = 6, kBool = 7,
-  kString = 8, kArray = 9, kUint64 = 10, kInt64 = 11, kFloat64 = 12,
+  kUint8 = 0,
+  kInt8 = 1,
+  kUint16 = 2,
+  kInt16 = 3,
+  kUint32 = 4,
+  kInt32 = 5,
+  kFloat32 = 6,
+  kBool = 7,
+  kString = 8,
+  kArray = 9,
+  kUint64 = 10,
+  kInt64 = 11,
+  kFloat64 = 12,
 };
 std::string_view gguf_value_type_name(GgufValueType t);
 
@@ -39,13 +51,13 @@ struct GgufValue {
   std::vector<GgufScalar> array;                    // when type == kArray
 };
 
-// A tensor of the file. dims are ggml's ne order: dims[0] is the innermost (contiguous) dimension, so a PyTorch
-// weight [out, in] is stored with dims {in, out}.
+// A tensor of the file. dims are ggml's ne order: dims[0] is the innermost (contiguous) dimension, so a
+// PyTorch weight [out, in] is stored with dims {in, out}.
 struct GgufTensor {
   std::string name;
   std::vector<int64_t> dims;
   GgmlType type = GgmlType::kF32;
-  uint64_t offset = 0;           // relative to the data section
+  uint64_t offset = 0;            // relative to the data section
   const uint8_t* data = nullptr;  // inside the mapping
   size_t nbytes = 0;
 
@@ -59,18 +71,20 @@ class GgufFile {
   explicit GgufFile(const std::string& path);
 
   const std::string& path() const { return file_.path(); }
+  // Tensor bytes copied elsewhere need not stay resident (MappedFile::release).
+  void release(const void* p, size_t n) const { file_.release(p, n); }
   uint32_t version() const { return version_; }
   uint64_t alignment() const { return alignment_; }
   size_t data_offset() const { return data_offset_; }  // start of the tensor data in the file
 
   const std::map<std::string, GgufValue>& metadata() const { return kv_; }
   const std::vector<std::string>& metadata_order() const { return kv_order_; }  // keys in file order
-  const std::vector<GgufTensor>& tensors() const { return tensors_; }  // file order
+  const std::vector<GgufTensor>& tensors() const { return tensors_; }           // file order
   bool has(const std::string& key) const { return kv_.count(key) != 0; }
   const GgufTensor* find_tensor(const std::string& name) const;
 
-  // Typed access; the errors name the file, the key and the type found. Integers of any width convert when the
-  // value fits; floats accept any float type.
+  // Typed access; the errors name the file, the key and the type found. Integers of any width convert when
+  // the value fits; floats accept any float type.
   const GgufValue& get(const std::string& key) const;
   uint64_t get_uint(const std::string& key) const;
   int64_t get_int(const std::string& key) const;
@@ -101,12 +115,19 @@ class GgufFile {
 // True when path is a regular file whose name ends in ".gguf" (what Model::load routes to the GGUF loader).
 bool is_gguf_file(const std::string& path);
 
-// The tokenizer stored in a GGUF (tokenizer.ggml.*), as llama.cpp's converter writes it. Everything a tokenizer
-// needs to be built without tokenizer.json. Absent keys stay empty / -1.
+// The tokenizer stored in a GGUF (tokenizer.ggml.*), as llama.cpp's converter writes it. Everything a
+// tokenizer needs to be built without tokenizer.json. Absent keys stay empty / -1.
 struct GgufTokenizer {
   // Token types (llama_token_type): what tokenizer.ggml.token_type holds per token.
-  enum TokenType : int32_t { kUndefined = 0, kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4,
-                             kUnused = 5, kByte = 6 };
+  enum TokenType : int32_t {
+    kUndefined = 0,
+    kNormal = 1,
+    kUnknown = 2,
+    kControl = 3,
+    kUserDefined = 4,
+    kUnused = 5,
+    kByte = 6
+  };
 
   std::string model;  // tokenizer.ggml.model: "gpt2" (byte-level BPE), "llama" (SentencePiece), "bert", ...
   std::string pre;    // tokenizer.ggml.pre: pre-tokenizer name ("gpt-2", "llama-bpe", "qwen2", ...)
@@ -121,8 +142,8 @@ struct GgufTokenizer {
   std::string chat_template;             // tokenizer.chat_template ("" when absent)
 };
 
-// Reads tokenizer.ggml.*; throws naming the key when a present value has the wrong type or an id is outside the
-// token list. Returns nullopt when the file has no tokenizer.ggml.tokens.
+// Reads tokenizer.ggml.*; throws naming the key when a present value has the wrong type or an id is outside
+// the token list. Returns nullopt when the file has no tokenizer.ggml.tokens.
 std::optional<GgufTokenizer> read_gguf_tokenizer(const GgufFile& file);
 
 }  // namespace dllm

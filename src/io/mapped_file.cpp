@@ -32,6 +32,16 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
   ::close(fd);
 }
 
+void MappedFile::release(const void* p, size_t n) const {
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(p), end = begin + n;
+  const uintptr_t first = (begin + page - 1) / page * page, last = end / page * page;
+  if (!data_ || begin < reinterpret_cast<uintptr_t>(data_) ||
+      end > reinterpret_cast<uintptr_t>(data_) + size_ || last <= first)
+    return;
+  ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
 MappedFile::~MappedFile() {
   if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
 }

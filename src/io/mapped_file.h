@@ -17,6 +17,10 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // Drops the mapped pages wholly inside [p, p + n) from this process (madvise MADV_DONTNEED): for bytes that
+  // were copied elsewhere (repacked weights), so that they do not count twice in the resident size. A later
+  // read faults them in again from the file, so this is only ever a hint.
+  void release(const void* p, size_t n) const;
 
  private:
   std::string path_;

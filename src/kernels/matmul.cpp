@@ -1,5 +1,7 @@
 #include "kernels/matmul.h"
 
+#include <type_traits>
+
 #include "core/error.h"
 
 namespace dllm {
@@ -14,17 +16,61 @@ MatMul::MatMul(std::shared_ptr<const quant::LinearGgml> blocks) : impl_(std::mov
   if (!std::get<2>(impl_)) fail("MatMul: null GGUF-block weights");
 }
 
-MatMul::MatMul(quant::LinearGgml blocks) : impl_(std::make_shared<const quant::LinearGgml>(std::move(blocks))) {}
+MatMul::MatMul(quant::LinearGgml blocks)
+    : impl_(std::make_shared<const quant::LinearGgml>(std::move(blocks))) {}
+
+MatMul::MatMul(std::shared_ptr<const quant::LinearPacked> packed) : impl_(std::move(packed)) {
+  if (!std::get<3>(impl_)) fail("MatMul: null packed weights");
+}
+
+MatMul::MatMul(quant::LinearPacked packed)
+    : impl_(std::make_shared<const quant::LinearPacked>(std::move(packed))) {}
 
 template <class F>
 auto MatMul::with(F&& f) const {
   if (const auto* l = std::get_if<Linear>(&impl_)) return f(*l);
   if (const auto* q8 = std::get_if<1>(&impl_)) return f(**q8);
-  return f(*std::get<2>(impl_));
+  if (const auto* g = std::get_if<2>(&impl_)) return f(**g);
+  return f(*std::get<3>(impl_));
 }
 
 void MatMul::forward(const float* x, int64_t rows, float* y, bool accumulate) const {
   with([&](const auto& w) { w.forward(x, rows, y, accumulate); });
+}
+
+void MatMul::dequantize_row(int64_t row, float* out) const {
+  if (std::holds_alternative<Linear>(impl_)) fail("MatMul: dequantize_row on plain f32/bf16 weights");
+  std::visit(
+      [&](const auto& w) {
+        if constexpr (!std::is_same_v<std::decay_t<decltype(w)>, Linear>) w->dequantize_row(row, out);
+      },
+      impl_);
+}
+
+MatMul MatMul::share() const {
+  MatMul m;
+  std::visit(
+      [&](const auto& w) {
+        if constexpr (std::is_same_v<std::decay_t<decltype(w)>, Linear>)
+          fail("MatMul: plain f32/bf16 weights cannot be shared");
+        else
+          m.impl_ = w;
+      },
+      impl_);
+  return m;
+}
+
+bool MatMul::same_weights(const MatMul& other) const {
+  if (impl_.index() != other.impl_.index() || std::holds_alternative<Linear>(impl_)) return false;
+  return std::visit(
+      [&](const auto& w) {
+        if constexpr (std::is_same_v<std::decay_t<decltype(w)>, Linear>)
+          return false;
+        else
+          return static_cast<const void*>(w.get()) ==
+                 static_cast<const void*>(std::get<std::decay_t<decltype(w)>>(other.impl_).get());
+      },
+      impl_);
 }
 
 const std::shared_ptr<const quant::LinearQ8>& MatMul::q8() const {
@@ -35,6 +81,11 @@ const std::shared_ptr<const quant::LinearQ8>& MatMul::q8() const {
 const std::shared_ptr<const quant::LinearGgml>& MatMul::ggml() const {
   if (!is_ggml()) fail("MatMul: not GGUF-block weights");
   return std::get<2>(impl_);
+}
+
+const std::shared_ptr<const quant::LinearPacked>& MatMul::packed() const {
+  if (!is_packed()) fail("MatMul: not packed weights");
+  return std::get<3>(impl_);
 }
 
 int64_t MatMul::out_features() const {

@@ -1,6 +1,7 @@
-// A weight matrix of the transformer, whichever way it is held: an f32/bf16 `Linear` (oneDNN / OpenBLAS), 8-bit
-// Q8_0 weights run by quant::LinearQ8 (GGUF files loaded with WeightFormat::kQ8 or kAuto), or GGUF Q8_0 / Q4_K blocks
-// multiplied in place by quant::LinearGgml (a view of the mapped file, or blocks it owns). Same call either way:
+// A weight matrix of the transformer, whichever way it is held: an f32/bf16 `Linear` (oneDNN / OpenBLAS),
+// 8-bit Q8_0 weights run by quant::LinearQ8 (GGUF files loaded with WeightFormat::kQ8 or kAuto), or GGUF Q8_0
+// / Q4_K blocks multiplied in place by quant::LinearGgml (a view of the mapped file, or blocks it owns), or
+// GGUF Q8_0 / Q4_0 blocks repacked into 16-row panels by quant::LinearPacked. Same call either way:
 //   y[M, N] (+)= x[M, K] · Wᵀ
 #pragma once
 
@@ -11,6 +12,7 @@
 
 #include "kernels/linear.h"
 #include "kernels/quant/linear_ggml.h"
+#include "kernels/quant/linear_packed.h"
 #include "kernels/quant/linear_q8.h"
 
 namespace dllm {
@@ -20,26 +22,38 @@ class MatMul {
   MatMul() = default;
   MatMul(Linear linear) : impl_(std::move(linear)) {}  // NOLINT: implicit, the loaders assign Linears
   // Shared so that a tied token_embd can be the embedding table and the head from one 8-bit copy.
-  MatMul(std::shared_ptr<const quant::LinearQ8> q8);    // NOLINT
-  MatMul(quant::LinearQ8 q8);                            // NOLINT
+  MatMul(std::shared_ptr<const quant::LinearQ8> q8);  // NOLINT
+  MatMul(quant::LinearQ8 q8);                         // NOLINT
   // GGUF blocks run in place (shared: a tied token_embd can be the embedding table and the head).
   MatMul(std::shared_ptr<const quant::LinearGgml> blocks);  // NOLINT
   MatMul(quant::LinearGgml blocks);                         // NOLINT
+  // Q8_0 / Q4_0 blocks repacked into 16-row panels at load (shared like the others).
+  MatMul(std::shared_ptr<const quant::LinearPacked> packed);  // NOLINT
+  MatMul(quant::LinearPacked packed);                         // NOLINT
 
   void forward(const float* x, int64_t rows, float* y, bool accumulate = false) const;
+  // Row `row` of W as f32 (an embedding lookup in a quantized table); fails for a Linear.
+  void dequantize_row(int64_t row, float* out) const;
+  // Another MatMul over the same quantized weights (a tied head and its embedding table); fails for a Linear.
+  MatMul share() const;
+  bool same_weights(const MatMul& other) const;  // both share one quantized object
 
   bool is_q8() const { return std::holds_alternative<std::shared_ptr<const quant::LinearQ8>>(impl_); }
   const std::shared_ptr<const quant::LinearQ8>& q8() const;  // is_q8() only
   bool is_ggml() const { return std::holds_alternative<std::shared_ptr<const quant::LinearGgml>>(impl_); }
   const std::shared_ptr<const quant::LinearGgml>& ggml() const;  // is_ggml() only
+  bool is_packed() const { return std::holds_alternative<std::shared_ptr<const quant::LinearPacked>>(impl_); }
+  const std::shared_ptr<const quant::LinearPacked>& packed() const;  // is_packed() only
   int64_t out_features() const;
   int64_t in_features() const;
   size_t weight_bytes() const;
 
  private:
   template <class F>
-  auto with(F&& f) const;  // f(the Linear, the LinearQ8 or the LinearGgml)
-  std::variant<Linear, std::shared_ptr<const quant::LinearQ8>, std::shared_ptr<const quant::LinearGgml>> impl_;
+  auto with(F&& f) const;  // f(the Linear, the LinearQ8, the LinearGgml or the LinearPacked)
+  std::variant<Linear, std::shared_ptr<const quant::LinearQ8>, std::shared_ptr<const quant::LinearGgml>,
+               std::shared_ptr<const quant::LinearPacked>>
+      impl_;
 };
 
 }  // namespace dllm

@@ -5,11 +5,12 @@
 // adjacent-pair RoPE order) are put back in HF order here. LLaDA2's fused attn_qkv is split into q / k / v
 // and its stacked experts (ffn_*_exps, [experts, rows, in]) into one matrix per expert, each a row range of
 // the tensor; the mixture-of-experts keys are llama.cpp's (bailingmoe2), the block length is
-// diffusion.block_length. Weight matrices (LoadOptions::weights): kAuto keeps quantized tensors in 8 bits
-// (quant::LinearQ8: Q8_0 blocks as stored, Q4_0 / Q4_K / Q6_K dequantised and requantised to Q8_0) and plain
-// ones as Linear; kDequantize dequantises everything once, here, into the Linear's packed weights; kQ8 puts
-// every matrix in 8 bits. An 8-bit token_embd stays 8-bit as the embedding table too (one copy when the head
-// is tied to it).
+// diffusion.block_length. Weight matrices (LoadOptions::weights): kAuto repacks Q8_0 / Q4_0 matrices into
+// 16-row panels (quant::LinearPacked; the mapped pages are released), multiplies Q4_0 / Q4_K / Q6_K and
+// expert Q8_0 blocks in place (quant::LinearGgml), holds other quantized types in 8 bits (quant::LinearQ8)
+// and plain ones as Linear (TensorTaker::blocks says which); kDequantize dequantises everything once, here,
+// into the Linear's packed weights; kQ8 puts every matrix in 8 bits. A quantized token_embd stays quantized
+// as the embedding table too (one copy when the head is tied to it).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -19,6 +20,7 @@
 #include "core/error.h"
 #include "io/gguf.h"
 #include "kernels/quant/linear_ggml.h"
+#include "kernels/quant/linear_packed.h"
 #include "kernels/quant/quant.h"
 #include "model/family.h"
 #include "model/precision.h"
@@ -98,6 +100,12 @@ class TensorTaker {
   MatMul linear(const std::string& name, int64_t out, int64_t in, ComputeType ct, int64_t rope_heads = 0) {
     const GgufTensor& t = take(name, {out, in});
     if (rope_heads == 0) return rows(t, 0, out, in, ct);
+    if (!plain_dtype(t.type)) {
+      // Blocks never straddle rows: whole rows move back to HF order, then the matrix is held as any other.
+      auto moved = std::make_shared<std::vector<uint8_t>>(
+          unpermute(t.data, ggml_row_bytes(t.type, in), out, rope_heads, t.name));
+      return blocks(t.type, moved->data(), out, in, ct, true, false, moved);
+    }
     if (want_q8(t, in)) return q8(t, out, in, rope_heads);
     const std::vector<float> w = f32(t, rope_heads);
     return Linear(w.data(), DType::kF32, out, in, ct);
@@ -105,27 +113,45 @@ class TensorTaker {
 
   // Rows [first, first + count) of a tensor seen as rows of `in` values: q, k or v of a fused attn_qkv, one
   // expert of a stacked ffn_*_exps ([experts, rows, in]). A row is whole blocks, so the slice starts at a
-  // pointer offset and 8-bit Q8_0 slices stay as stored. allow_q8 = false keeps the matrix plain (the
-  // router).
+  // pointer offset. allow_q8 = false keeps the matrix plain (the router).
   MatMul rows(const GgufTensor& t, int64_t first, int64_t count, int64_t in, ComputeType ct,
               bool allow_q8 = true, bool expert = false) const {
     const uint8_t* data = t.data + static_cast<size_t>(first) * ggml_row_bytes(t.type, in);
-    // Multiplied in place from the mapped blocks (quant::LinearGgml), not copied or requantised: Q4_0, Q4_K
-    // and Q6_K always (4.5 and 6.6 bits a weight: an expert of LLaDA2-mini reads half the bytes of its 8-bit
-    // copy; a Q4_K_M file holds its ffn_down / attn_v / output in Q6_K), Q8_0 for the experts (a
-    // 16B-parameter model must not be copied into memory beside its mapping).
-    const bool k_quant = t.type == GgmlType::kQ4_K || t.type == GgmlType::kQ6_K;
-    if (allow_q8 && weights_ == WeightFormat::kAuto &&
-        ((k_quant && in % 256 == 0) || (t.type == GgmlType::kQ4_0 && in % 32 == 0) ||
-         (expert && t.type == GgmlType::kQ8_0 && in % 32 == 0)))
-      return quant::LinearGgml::view(t.type, data, count, in, file_);
-    const bool q8 = allow_q8 && want_q8(t, in);
-    if (q8 && t.type == GgmlType::kQ8_0) return quant::LinearQ8::from_q8_0(data, count, in);
-    const auto dt = plain_dtype(t.type);
-    if (!q8 && dt && reinterpret_cast<uintptr_t>(data) % dtype_size(*dt) == 0)
+    return blocks(t.type, data, count, in, ct, allow_q8, expert, nullptr);
+  }
+
+  // `count` rows of `type` at `data`: in the mapped file, or in `moved` (rows re-ordered here).
+  //  * Q8_0 / Q4_0, not an expert, whole panels (kAuto): repacked into 16-row panels (quant::LinearPacked,
+  //    int8 products 16 columns at a time) and the mapped pages released: the file's bytes, once.
+  //  * Q4_0, Q4_K and Q6_K otherwise, and Q8_0 experts: multiplied in place from the blocks
+  //  (quant::LinearGgml;
+  //    4.5 / 6.6 bits a weight; a 16B-parameter MoE is not copied beside its mapping).
+  //  * with kQ8 (or a quantized type no kernel runs in place): 8 bits in quant::LinearQ8; plain types as
+  //    Linear (in place when aligned), dequantised with kDequantize.
+  MatMul blocks(GgmlType type, const uint8_t* data, int64_t count, int64_t in, ComputeType ct, bool allow_q8,
+                bool expert, std::shared_ptr<std::vector<uint8_t>> moved) const {
+    const bool k_quant = type == GgmlType::kQ4_K || type == GgmlType::kQ6_K;
+    if (allow_q8 && weights_ == WeightFormat::kAuto) {
+      if (!expert && quant::LinearPacked::can_pack(type, count, in)) {
+        auto packed = quant::LinearPacked::pack(type, data, count, in);
+        if (!moved) file_->release(data, ggml_row_bytes(type, in) * static_cast<size_t>(count));
+        return packed;
+      }
+      if ((k_quant && in % 256 == 0) || (type == GgmlType::kQ4_0 && in % 32 == 0) ||
+          (type == GgmlType::kQ8_0 && in % 32 == 0 && (expert || moved))) {
+        std::shared_ptr<const void> owner = file_;
+        if (moved) owner = moved;
+        return quant::LinearGgml::view(type, data, count, in, owner);
+      }
+    }
+    const auto dt = plain_dtype(type);
+    const bool q8 = allow_q8 && in % quant::kQK8_0 == 0 &&
+                    (weights_ == WeightFormat::kQ8 || (weights_ == WeightFormat::kAuto && !dt));
+    if (q8 && type == GgmlType::kQ8_0) return quant::LinearQ8::from_q8_0(data, count, in);
+    if (!q8 && dt && !moved && reinterpret_cast<uintptr_t>(data) % dtype_size(*dt) == 0)
       return Linear(data, *dt, count, in, ct);
     std::vector<float> w(static_cast<size_t>(count * in));
-    quant::dequantize(t.type, data, w.data(), count * in);
+    quant::dequantize(type, data, w.data(), count * in);
     if (q8) return quant::LinearQ8::from_f32(w.data(), count, in);
     return Linear(w.data(), DType::kF32, count, in, ct);
   }
@@ -430,8 +456,10 @@ std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
   TransformerWeights w;
   const int64_t d = m.d_model;
   const GgufTensor& emb_t = take.take(emb_name, {m.vocab_size, d});
-  if (take.want_q8(emb_t, d))
-    w.embedding_q8 = std::make_shared<const quant::LinearQ8>(take.q8(emb_t, m.vocab_size, d));
+  if (options.weights == WeightFormat::kAuto && quant::LinearPacked::can_pack(emb_t.type, m.vocab_size, d))
+    w.embedding_blocks = take.rows(emb_t, 0, m.vocab_size, d, ct);  // packed: lookups dequantise a row
+  else if (take.want_q8(emb_t, d))
+    w.embedding_blocks = MatMul(take.q8(emb_t, m.vocab_size, d));
   else
     set_embedding(w, file, emb_t, m.vocab_size, d);
   for (int64_t i = 0; i < m.n_layers; ++i) {
@@ -471,8 +499,8 @@ std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
         fail(path, ": tensor 'rope_freqs.weight' holds ", v, " (frequency factors must be > 0 and finite)");
   }
   w.final_norm = take.vector(find_spec(*fam, TensorRole::kOutputNorm).gguf, {d});
-  if (c.tied_head && w.embedding_q8)
-    w.head = MatMul(w.embedding_q8);  // one 8-bit copy for the table and the head
+  if (c.tied_head && w.embedding_blocks)
+    w.head = w.embedding_blocks->share();  // one copy for the table and the head
   else
     w.head = take.linear(c.tied_head ? emb_name : head_name, m.vocab_size, d, ct);
   take.check_all_used();

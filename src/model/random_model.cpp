@@ -9,6 +9,7 @@
 #include "io/checkpoint.h"
 #include "kernels/linear.h"
 #include "kernels/quant/linear_ggml.h"
+#include "kernels/quant/linear_packed.h"
 #include "kernels/quant/linear_q8.h"
 #include "model/family.h"
 #include "model/precision.h"
@@ -167,10 +168,12 @@ std::shared_ptr<Model> make_random_model(const ModelShape& shape, int64_t n_laye
                            ? "auto: random weights held as bf16, as a real checkpoint"
                            : std::string("requested (--dtype ") + precision_name(precision) + ")";
   if (weights == RandomWeights::kQ8) m.precision_reason += "; matrices in 8 bits (LinearQ8)";
-  if (weights == RandomWeights::kQ8_0) m.precision_reason += "; matrices as Q8_0 blocks, multiplied in place";
+  if (weights == RandomWeights::kQ8_0)
+    m.precision_reason += "; matrices as Q8_0 blocks (packed in 16-row panels; experts in place)";
   if (weights == RandomWeights::kQ4_K) m.precision_reason += "; matrices as Q4_K blocks, multiplied in place";
   if (weights == RandomWeights::kQ6_K) m.precision_reason += "; matrices as Q6_K blocks, multiplied in place";
-  if (weights == RandomWeights::kQ4_0) m.precision_reason += "; matrices as Q4_0 blocks, multiplied in place";
+  if (weights == RandomWeights::kQ4_0)
+    m.precision_reason += "; matrices as Q4_0 blocks (packed in 16-row panels; experts in place)";
 
   std::mt19937_64 rng(seed);
   TransformerWeights w;
@@ -179,10 +182,16 @@ std::shared_ptr<Model> make_random_model(const ModelShape& shape, int64_t n_laye
     for (int64_t s : tensor_shape(role, c)) n *= s;
     return static_cast<size_t>(n);
   };
-  // A matrix from random f32 rows, held as `weights` says (the router stays f32, as loaded from a file).
-  auto matrix = [&](const float* rows, int64_t out, int64_t in, bool keep_f32) -> MatMul {
+  // A matrix from random f32 rows, held as `weights` says and as the GGUF loader would hold it (the router
+  // stays f32; Q8_0 / Q4_0 packed into panels except experts, which stay in place).
+  auto matrix = [&](const float* rows, int64_t out, int64_t in, bool keep_f32,
+                    bool expert = false) -> MatMul {
     if (!keep_f32) {
       if (weights == RandomWeights::kQ8 && in % 32 == 0) return quant::LinearQ8::from_f32(rows, out, in);
+      for (const auto& [want, type] : {std::pair{RandomWeights::kQ8_0, GgmlType::kQ8_0},
+                                       std::pair{RandomWeights::kQ4_0, GgmlType::kQ4_0}})
+        if (weights == want && !expert && quant::LinearPacked::can_pack(type, out, in))
+          return quant::LinearPacked::quantize_f32(type, rows, out, in);
       if (weights == RandomWeights::kQ8_0 && in % 32 == 0)
         return quant::LinearGgml::quantize_f32(GgmlType::kQ8_0, rows, out, in);
       if (weights == RandomWeights::kQ4_K && in % 256 == 0)
@@ -218,7 +227,7 @@ std::shared_ptr<Model> make_random_model(const ModelShape& shape, int64_t n_laye
       } else if (std::vector<MatMul>* experts = layer_experts(L, spec.role)) {
         for (auto& e : *experts) {
           const auto v = random_vector(rng, numel(spec.role), 0.02f);
-          e = matrix(v.data(), dims[0], dims[1], false);
+          e = matrix(v.data(), dims[0], dims[1], false, /*expert=*/true);
         }
       } else if (MatMul* mat = layer_matrix(L, spec.role)) {
         const auto v = random_vector(rng, numel(spec.role), 0.02f);

@@ -22,8 +22,9 @@ Transformer::Transformer(TransformerConfig config, std::unique_ptr<Checkpoint> c
 
 void Transformer::embed(std::span<const int32_t> tokens, float* out) const {
   const int64_t d = config_.info.d_model;
-  if (weights_.embedding_q8) {
-    for (size_t i = 0; i < tokens.size(); ++i) weights_.embedding_q8->dequantize_row(tokens[i], out + i * d);
+  if (weights_.embedding_blocks) {
+    for (size_t i = 0; i < tokens.size(); ++i)
+      weights_.embedding_blocks->dequantize_row(tokens[i], out + i * d);
     return;
   }
   const TensorView& e = *weights_.embedding;
@@ -56,9 +57,9 @@ void for_each_matrix(const TransformerWeights& w, F&& f) {
 size_t Transformer::weight_bytes() const {
   size_t bytes = 0;
   for_each_matrix(weights_, [&](const MatMul& m) { bytes += m.weight_bytes(); });
-  if (weights_.embedding_q8) {
-    if (!(weights_.head.is_q8() && weights_.head.q8() == weights_.embedding_q8))
-      bytes += weights_.embedding_q8->weight_bytes();
+  if (weights_.embedding_blocks) {
+    if (!weights_.head.same_weights(*weights_.embedding_blocks))
+      bytes += weights_.embedding_blocks->weight_bytes();
   } else if (weights_.embedding) {
     bytes += weights_.embedding->nbytes;
   }
@@ -82,6 +83,12 @@ int64_t Transformer::q8_matrices() const {
   return n;
 }
 
+int64_t Transformer::packed_matrices() const {
+  int64_t n = 0;
+  for_each_matrix(weights_, [&](const MatMul& m) { n += m.is_packed(); });
+  return n;
+}
+
 int64_t Transformer::ggml_matrices() const {
   int64_t n = 0;
   for_each_matrix(weights_, [&](const MatMul& m) { n += m.is_ggml(); });
@@ -92,6 +99,7 @@ std::string Transformer::ggml_type_name() const {
   std::string name;
   for_each_matrix(weights_, [&](const MatMul& m) {
     if (name.empty() && m.is_ggml()) name = ggml_type_info(static_cast<uint32_t>(m.ggml()->type()))->name;
+    if (name.empty() && m.is_packed()) name = ggml_type_info(static_cast<uint32_t>(m.packed()->type()))->name;
   });
   return name;
 }

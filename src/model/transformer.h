@@ -10,6 +10,7 @@
 
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "dllm/dllm.h"
@@ -74,9 +75,10 @@ struct TransformerWeights {
   // Set instead when the weights do not come from a file (random models for benchmarks).
   std::shared_ptr<TensorView> owned_embedding;
   std::shared_ptr<std::vector<uint8_t>> owned_embedding_data;
-  // Set instead of `embedding` when the table is kept in 8 bits (a Q8_0 token_embd loaded as kQ8); rows are
-  // dequantised on lookup. When the head is tied it is the same object as head.q8().
-  std::shared_ptr<const quant::LinearQ8> embedding_q8;
+  // Set instead of `embedding` when the table is kept quantized (a Q8_0 / Q4_0 token_embd packed into panels,
+  // or any quantized token_embd in 8 bits with kQ8); rows are dequantised on lookup. When the head is tied it
+  // shares these weights (head.same_weights(*embedding_blocks)).
+  std::optional<MatMul> embedding_blocks;
   std::vector<LayerWeights> layers;
   std::vector<float> final_norm;  // (d)
   MatMul head;                    // (vocab, d)
@@ -95,8 +97,10 @@ class Transformer final : public Model {
   size_t matrix_bytes() const;
   // Matrices held in 8 bits, of all matrices (the head included).
   int64_t q8_matrices() const;
-  // Matrices multiplied in place from GGUF blocks (quant::LinearGgml), and their block type ("Q4_K", ...; the
-  // first one's).
+  // Matrices of GGUF Q8_0 / Q4_0 blocks repacked into 16-row panels (quant::LinearPacked).
+  int64_t packed_matrices() const;
+  // Matrices multiplied in place from GGUF blocks (quant::LinearGgml), and the block type of the first
+  // matrix held as GGUF blocks, in place or packed ("Q4_K", ...).
   int64_t ggml_matrices() const;
   std::string ggml_type_name() const;
   int64_t matrices() const;

@@ -290,14 +290,35 @@ TEST(BlockFamiliesGguf, HalfPrecisionFilesStayClose) {
 }
 
 // The 8-bit path takes q / k / v and every expert as a slice of the stored Q8_0 blocks: the Q8_0 file must
-// give exactly what the F32 file quantised at load (--weights q8, the same quantiser per row) gives.
+// give exactly what the F32 file quantised at load (--weights q8, the same quantiser per row) gives. With
+// --weights auto the file's dense matrices are packed into panels: the same integer products summed in
+// another order, so an activation can round to the other int8 a layer later and the logits move (measured:
+// relative RMS 0 to 1.4% from the q8 path, SDAR the most sensitive); what must hold is that the packed
+// products are as close to the dequantised file as the q8 path's (measured 0.023-0.32 for both).
 TEST(BlockFamiliesGguf, Q8FileEqualsF32FileQuantisedAtLoad) {
   int models = 0;
+  const auto rel_rms = [](const std::vector<float>& a, const std::vector<float>& b) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      num += (a[i] - b[i]) * (a[i] - b[i]);
+      den += b[i] * b[i];
+    }
+    return std::sqrt(num / den);
+  };
   for (const std::string name : kModels) {
-    auto q8_file = load(converted(name, GgmlType::kQ8_0));
+    auto q8_file = load(converted(name, GgmlType::kQ8_0), WeightFormat::kQ8);
+    auto packed = load(converted(name, GgmlType::kQ8_0));
+    auto dequantised = load(converted(name, GgmlType::kQ8_0), WeightFormat::kDequantize);
     auto q8_at_load = load(converted(name, GgmlType::kF32), WeightFormat::kQ8);
-    ASSERT_TRUE(q8_file && q8_at_load);
-    for (const auto& s : sequences(name)) EXPECT_EQ(logits(*q8_file, s), logits(*q8_at_load, s)) << name;
+    ASSERT_TRUE(q8_file && packed && dequantised && q8_at_load);
+    EXPECT_GT(dynamic_cast<const Transformer&>(*packed).packed_matrices(), 0) << name;
+    for (const auto& s : sequences(name)) {
+      const auto want = logits(*q8_at_load, s), got = logits(*packed, s), ref = logits(*dequantised, s);
+      EXPECT_EQ(logits(*q8_file, s), want) << name;
+      ASSERT_EQ(got.size(), want.size());
+      EXPECT_LT(rel_rms(got, want), 0.03) << name;
+      EXPECT_LE(rel_rms(got, ref), 1.05 * rel_rms(want, ref) + 1e-3) << name;
+    }
     ++models;
   }
   EXPECT_EQ(models, 3);

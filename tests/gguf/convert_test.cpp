@@ -99,8 +99,8 @@ TEST(Convert, FallbackTypesForRowsThatAreNotWholeBlocks) {
   std::remove(out.c_str());
 }
 
-// The Q4_0 matrices of that file (the rows that fell back from Q4_K) are multiplied in place from the
-// mapping, not requantised to 8 bits, and stay close to the file dequantised to f32 at load.
+// The Q4_0 matrices of that file (the rows that fell back from Q4_K) are packed into 16-row panels, not
+// requantised to 8 bits, and stay close to the file dequantised to f32 at load.
 TEST(Convert, Q4_0MatricesRunInPlace) {
   const std::string out = test::temp_path("q4_0_in_place.gguf");
   convert_hf_to_gguf(test::data_path("oracle/models/llada_tiny_f32"), out, GgmlType::kQ4_K);
@@ -113,9 +113,9 @@ TEST(Convert, Q4_0MatricesRunInPlace) {
   const auto* t = dynamic_cast<const Transformer*>(in_place.value().get());
   ASSERT_NE(t, nullptr);
   EXPECT_EQ(t->ggml_type_name(), "Q4_0");
-  // v, o, gate, up, down of 3 layers and the head; LLaDA's q and k rows are stored in llama.cpp's pair order
-  // and are reordered at load, so they take the 8-bit path.
-  EXPECT_EQ(t->ggml_matrices(), 3 * 5 + 1);
+  // q, k, v, o, gate, up, down of 3 layers and the head (q and k moved back from llama.cpp's pair order).
+  EXPECT_EQ(t->packed_matrices(), 3 * 7 + 1);
+  EXPECT_EQ(t->q8_matrices(), 0);
   const auto a = logits(*in_place.value(), kIds), b = logits(*dequantised.value(), kIds);
   ASSERT_EQ(a.size(), b.size());
   double num = 0, den = 0;

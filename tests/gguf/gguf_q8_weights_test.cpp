@@ -116,25 +116,29 @@ TEST(GgufQ8Weights, F32FileQuantisedAtLoadEqualsQ8_0File) {
   }
 }
 
+// A Q8_0 file by default: every matrix packed into 16-row panels (LinearPacked: the file's blocks re-ordered,
+// 1 + 2/32 bytes a weight); with --weights q8 every matrix in LinearQ8 (f32 scales: 1 + 4/32 bytes).
 TEST(GgufQ8Weights, WeightMemoryIs8Bit) {
   for (const auto& fx : kFixtures) {
-    auto q8 = load_data(fx.q8_file, WeightFormat::kAuto);  // quantized file: 8-bit by default
+    auto packed = load_data(fx.q8_file, WeightFormat::kAuto);  // quantized file: packed 8-bit by default
+    auto q8 = load_data(fx.q8_file, WeightFormat::kQ8);
     auto dq = load_data(fx.q8_file, WeightFormat::kDequantize);
     auto f32 = load_data(fx.f32_file, WeightFormat::kAuto);  // plain file: as before
-    ASSERT_TRUE(q8 && dq && f32);
+    ASSERT_TRUE(packed && q8 && dq && f32);
+    EXPECT_EQ(tf(packed).packed_matrices(), tf(packed).matrices());
     EXPECT_EQ(tf(q8).q8_matrices(), tf(q8).matrices());
-    EXPECT_EQ(tf(dq).q8_matrices(), 0);
-    EXPECT_EQ(tf(f32).q8_matrices(), 0);
+    EXPECT_EQ(tf(dq).q8_matrices() + tf(dq).packed_matrices(), 0);
+    EXPECT_EQ(tf(f32).q8_matrices() + tf(f32).packed_matrices(), 0);
     const ModelInfo& m = q8->info();
-    // Every matrix parameter (and the embedding, shared with a tied head) at 1 + 4/32 bytes, plus f32
-    // vectors.
+    // Every matrix parameter (and the embedding, shared with a tied head), plus f32 vectors.
     const int64_t vectors =
         m.d_model * (2 * m.n_layers + 1) +
         (m.architecture == "dream" ? m.n_layers * (m.n_heads + 2 * m.n_kv_heads) * m.head_dim : 0);
+    EXPECT_EQ(tf(packed).weight_bytes(), static_cast<size_t>((m.n_params - vectors) * 17 / 16 + vectors * 4));
     EXPECT_EQ(tf(q8).weight_bytes(), static_cast<size_t>((m.n_params - vectors) * 9 / 8 + vectors * 4));
-    EXPECT_LT(tf(q8).weight_bytes() * 10, tf(dq).weight_bytes() * 3) << "8-bit must be < 30% of f32";
-    std::printf("[ q8 weights ] %s: %zu bytes in 8 bits, %zu dequantised to f32\n", fx.q8_file,
-                tf(q8).weight_bytes(), tf(dq).weight_bytes());
+    EXPECT_LT(tf(packed).weight_bytes() * 10, tf(dq).weight_bytes() * 3) << "8-bit must be < 30% of f32";
+    std::printf("[ q8 weights ] %s: %zu bytes packed, %zu in LinearQ8, %zu dequantised to f32\n", fx.q8_file,
+                tf(packed).weight_bytes(), tf(q8).weight_bytes(), tf(dq).weight_bytes());
   }
 }
 
@@ -196,9 +200,9 @@ TEST(GgufQ8Weights, GenerationIsDeterministic) {
   }
 }
 
-// A Q4_0 file: its matrices are multiplied in place (LinearGgml), except LLaDA's q and k, whose rows are
-// reordered from llama.cpp's pair order at load and so are requantised to Q8_0 (LinearQ8); both 8-bit paths
-// stay far closer to the dequantised file than 4-bit weights are to the F32 file.
+// A Q4_0 file: every matrix packed into 16-row panels (LinearPacked; LLaDA's q and k rows are moved back from
+// llama.cpp's pair order first, blocks and all), no requantisation; the products stay far closer to the
+// dequantised file than 4-bit weights are to the F32 file.
 TEST(GgufQ8Weights, Q4_0FileInPlaceOrRequantisedTo8Bits) {
   const std::string path = test::temp_path("llada_q4_0.gguf");
   int rewritten = 0;
@@ -222,8 +226,8 @@ TEST(GgufQ8Weights, Q4_0FileInPlaceOrRequantisedTo8Bits) {
   std::filesystem::remove(path);
   ASSERT_TRUE(q8 && dq && f32);
   EXPECT_EQ(tf(q8).ggml_type_name(), "Q4_0");
-  EXPECT_EQ(tf(q8).q8_matrices(), 2 * 3);  // q and k of 3 layers
-  EXPECT_EQ(tf(q8).q8_matrices() + tf(q8).ggml_matrices(), tf(q8).matrices());
+  EXPECT_EQ(tf(q8).q8_matrices(), 0);
+  EXPECT_EQ(tf(q8).packed_matrices(), tf(q8).matrices());
   for (const auto& ids : forward_ids("llada_tiny_f32")) {
     const auto ldq = logits(*dq, ids);
     const Diff d = compare(logits(*q8, ids), ldq, q8->info().vocab_size);

@@ -1,5 +1,6 @@
 // GGUF reader: malformed files give an error naming the file and the key or tensor, never a crash or an
-// out-of-bounds read (this binary also runs under ASan+UBSan); the writer reproduces gguf-py's files byte for byte.
+// out-of-bounds read (this binary also runs under ASan+UBSan); the writer reproduces gguf-py's files byte for
+// byte.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -39,7 +40,7 @@ std::string open_error(const std::string& bytes, const std::string& name = "t.gg
 // A small valid file: one uint32 key, one string array, one F32 tensor "w" of dims {4, 2}.
 struct Spec {
   uint32_t version = 3;
-  uint32_t w_type = 0;       // F32
+  uint32_t w_type = 0;  // F32
   uint64_t w_offset = 0;
   uint64_t w_ne0 = 4;
   uint32_t n_dims = 2;
@@ -64,7 +65,8 @@ std::string build(const Spec& s) {
 
 void expect_error(const std::string& bytes, const std::string& needle) {
   const std::string err = open_error(bytes);
-  EXPECT_NE(err.find(needle), std::string::npos) << "got: '" << err << "', expected it to mention '" << needle << "'";
+  EXPECT_NE(err.find(needle), std::string::npos)
+      << "got: '" << err << "', expected it to mention '" << needle << "'";
 }
 
 TEST(GgufReader, ReadsAHandMadeFile) {
@@ -82,7 +84,8 @@ TEST(GgufReader, ReadsAHandMadeFile) {
     f.get_string("test.value");
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("'test.value' must be a string, got uint32"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("'test.value' must be a string, got uint32"), std::string::npos)
+        << e.what();
   }
   try {
     f.get_uint("test.missing");
@@ -163,7 +166,8 @@ TEST(GgufReader, BadCountsAndShapes) {
   expect_error(build(s), "overflow");
   s = {};
   s.array_count = uint64_t{1} << 60;
-  expect_error(build(s), "metadata key 'test.names': array of 1152921504606846976 elements runs past the end");
+  expect_error(build(s),
+               "metadata key 'test.names': array of 1152921504606846976 elements runs past the end");
   s = {};
   s.value_type = 77;
   expect_error(build(s), "metadata key 'test.value': unknown value type 77");
@@ -209,7 +213,8 @@ TEST(GgufReader, DuplicatesOverlapsAndAlignment) {
   expect_error(v.s, "bool value 5");
 }
 
-// ---- model-level errors: a valid LLaDA file with one thing changed --------------------------------------------------
+// ---- model-level errors: a valid LLaDA file with one thing changed
+// --------------------------------------------------
 
 std::string load_error(const std::function<void(GgufWriter&, std::vector<test::TensorCopy>&)>& edit) {
   const std::string path = test::temp_path("model.gguf");
@@ -249,7 +254,8 @@ TEST(GgufModelErrors, NameTheKeyOrTensor) {
 }
 
 TEST(GgufWriter, RewritesGgufPyFilesByteForByte) {
-  for (const char* name : {"gguf/llada_tiny_q8_0.gguf", "gguf/dream_tiny_gqa_q8_0.gguf", "gguf/llada_tiny_f16.gguf"}) {
+  for (const char* name :
+       {"gguf/llada_tiny_q8_0.gguf", "gguf/dream_tiny_gqa_q8_0.gguf", "gguf/llada_tiny_f16.gguf"}) {
     const std::string path = test::temp_path("copy.gguf");
     test::rewrite_gguf(test::data_path(name), path);
     EXPECT_TRUE(test::read_file(path) == test::read_file(test::data_path(name))) << name;

@@ -7,10 +7,10 @@
 #include <filesystem>
 #include <sstream>
 
+#include "convert/gguf_convert.h"
 #include "core/error.h"
 #include "gguf_test_util.h"
 #include "io/gguf.h"
-#include "convert/gguf_convert.h"
 #include "io/gguf_tokenizer_json.h"
 #include "model/model_tokenizer.h"
 #include "test_util.h"

@@ -1,12 +1,13 @@
-// The 8-bit Q8_0 x Q8_0 matmul: the AVX2 kernel against its scalar reference (the same arithmetic, bit for bit, over
-// every micro-kernel tile shape and row blocking) and against the f32 matmul of the dequantised weights (what
-// activation quantisation costs). Speed: bench/micro/matmul_bench.cpp.
+// The 8-bit Q8_0 x Q8_0 matmul: the AVX2 kernel against its scalar reference (the same arithmetic, bit for
+// bit, over every micro-kernel tile shape and row blocking) and against the f32 matmul of the dequantised
+// weights (what activation quantisation costs). Speed: bench/micro/matmul_bench.cpp.
+#include "kernels/quant/linear_q8.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
 
-#include "kernels/quant/linear_q8.h"
 #include "kernels/quant/quant.h"
 
 namespace dllm {
@@ -54,8 +55,8 @@ TEST(LinearQ8, KernelMatchesScalarReferenceAndF32) {
   }
 }
 
-// Bit-level agreement with the scalar reference for every tile shape (4x2 and the 1..3 row / 1 column edges), several
-// row blocks (K = 8192: 24 rows per L2 block), accumulate, zero blocks (scale 0) and rounding ties.
+// Bit-level agreement with the scalar reference for every tile shape (4x2 and the 1..3 row / 1 column edges),
+// several row blocks (K = 8192: 24 rows per L2 block), accumulate, zero blocks (scale 0) and rounding ties.
 TEST(LinearQ8, KernelBitIdenticalToReferenceOverTileShapes) {
   for (const auto& [N, K] : {std::pair<int64_t, int64_t>{37, 8192}, {2, 64}, {1, 32}, {9, 96}}) {
     const auto w = randn(N * K, 11, 0.05f);
@@ -70,7 +71,8 @@ TEST(LinearQ8, KernelBitIdenticalToReferenceOverTileShapes) {
       std::vector<float> y(M * N), ref(M * N);
       l.forward(x.data(), M, y.data());
       l.forward_reference(x.data(), M, ref.data());
-      for (int64_t i = 0; i < M * N; ++i) ASSERT_EQ(y[i], ref[i]) << "N " << N << " K " << K << " M " << M << " i " << i;
+      for (int64_t i = 0; i < M * N; ++i)
+        ASSERT_EQ(y[i], ref[i]) << "N " << N << " K " << K << " M " << M << " i " << i;
       std::vector<float> ya(M * N, 0.25f), refa(M * N, 0.25f);
       l.forward(x.data(), M, ya.data(), true);
       l.forward_reference(x.data(), M, refa.data(), true);

@@ -1,6 +1,9 @@
-// Block formats against ggml's reference layouts: hand-built blocks with known values dequantise to the values the
-// layout defines (the expected values are computed here by an independent element -> byte mapping), and the
-// quantisers round-trip within each format's error bound; our Q8_0 reproduces gguf-py's file bit for bit.
+// Block formats against ggml's reference layouts: hand-built blocks with known values dequantise to the
+// values the layout defines (the expected values are computed here by an independent element -> byte
+// mapping), and the quantisers round-trip within each format's error bound; our Q8_0 reproduces gguf-py's
+// file bit for bit.
+#include "kernels/quant/quant.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,7 +13,6 @@
 #include "core/dtype.h"
 #include "dllm/error.h"
 #include "io/gguf.h"
-#include "kernels/quant/quant.h"
 #include "test_util.h"
 
 namespace dllm {
@@ -71,7 +73,7 @@ TEST(Quant, Q4_0HandBuiltBlock) {
   float y[32];
   dequantize(GgmlType::kQ4_0, raw, y, 32);
   for (int j = 0; j < 16; ++j) {
-    EXPECT_EQ(y[j], (j - 8) * 0.25f);             // element j: low nibble of byte j
+    EXPECT_EQ(y[j], (j - 8) * 0.25f);            // element j: low nibble of byte j
     EXPECT_EQ(y[j + 16], (15 - j - 8) * 0.25f);  // element j + 16: high nibble of byte j
   }
 }
@@ -82,8 +84,9 @@ TEST(Quant, Q4_KHandBuiltBlock) {
   BlockQ4_K b{};
   b.d = f32_to_f16(0.125f);
   b.dmin = f32_to_f16(0.0625f);
-  // ggml-common.h: scales[0..3] low 6 bits = sc[0..3], scales[4..7] low 6 bits = mn[0..3]; scales[8..11] = sc[4..7]
-  // low 4 bits | mn[4..7] low 4 bits << 4; the top 2 bits of sc[4..7] / mn[4..7] sit in bits 6-7 of scales[0..7].
+  // ggml-common.h: scales[0..3] low 6 bits = sc[0..3], scales[4..7] low 6 bits = mn[0..3]; scales[8..11] =
+  // sc[4..7] low 4 bits | mn[4..7] low 4 bits << 4; the top 2 bits of sc[4..7] / mn[4..7] sit in bits 6-7 of
+  // scales[0..7].
   for (int j = 0; j < 4; ++j) {
     b.scales[j] = static_cast<uint8_t>(sc[j] | ((sc[j + 4] >> 4) << 6));
     b.scales[j + 4] = static_cast<uint8_t>(mn[j] | ((mn[j + 4] >> 4) << 6));
@@ -118,8 +121,9 @@ TEST(Quant, Q6_KHandBuiltBlock) {
   float y[256];
   dequantize(GgmlType::kQ6_K, &b, y, 256);
   for (int e = 0; e < 256; ++e) {
-    // Element e: half h = e / 128; within it, quarter g = (e % 128) / 32 and lane l = e % 32. Low 4 bits: ql byte
-    // 64h + l + 32*(g & 1), high nibble for g >= 2; high 2 bits: qh byte 32h + l, bits 2g..2g+1; scale 8h + l/16 + 2g.
+    // Element e: half h = e / 128; within it, quarter g = (e % 128) / 32 and lane l = e % 32. Low 4 bits: ql
+    // byte 64h + l + 32*(g & 1), high nibble for g >= 2; high 2 bits: qh byte 32h + l, bits 2g..2g+1; scale
+    // 8h + l/16 + 2g.
     const int h = e / 128, g = (e % 128) / 32, l = e % 32;
     const uint8_t lo_byte = b.ql[64 * h + l + 32 * (g & 1)];
     const int lo = g >= 2 ? lo_byte >> 4 : lo_byte & 15;
@@ -145,8 +149,8 @@ TEST(Quant, ExactlyRepresentableValuesRoundTrip) {
 
 TEST(Quant, RoundTripErrorWithinEachFormatsBound) {
   const auto x = random_weights(4096, 3);
-  // Per-element bound for the symmetric block formats: half a step of the block's scale (a whole step for Q4_0,
-  // whose positive side stops at +7: +8 d clips), plus the f16 rounding of the stored scale.
+  // Per-element bound for the symmetric block formats: half a step of the block's scale (a whole step for
+  // Q4_0, whose positive side stops at +7: +8 d clips), plus the f16 rounding of the stored scale.
   for (auto [t, block, levels, steps] :
        {std::tuple{GgmlType::kQ8_0, 32, 127.0f, 0.5f}, {GgmlType::kQ4_0, 32, 8.0f, 1.0f}}) {
     const auto y = roundtrip(t, x);
@@ -154,7 +158,8 @@ TEST(Quant, RoundTripErrorWithinEachFormatsBound) {
       float amax = 0;
       for (int j = 0; j < block; ++j) amax = std::max(amax, std::fabs(x[b + j]));
       const float step = amax / levels;
-      for (int j = 0; j < block; ++j) ASSERT_LE(std::fabs(x[b + j] - y[b + j]), step * steps + amax * 1e-3f) << b + j;
+      for (int j = 0; j < block; ++j)
+        ASSERT_LE(std::fabs(x[b + j] - y[b + j]), step * steps + amax * 1e-3f) << b + j;
     }
   }
   // Relative RMS error: what each format typically reaches on Gaussian weights (llama.cpp reports similar).
@@ -166,7 +171,8 @@ TEST(Quant, RoundTripErrorWithinEachFormatsBound) {
   EXPECT_LT(rel_rmse(x, roundtrip(GgmlType::kQ4_K, x)), rel_rmse(x, roundtrip(GgmlType::kQ4_0, x)));
   // All-zero blocks stay zero (no division by zero).
   const std::vector<float> z(256, 0.0f);
-  for (auto t : {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) EXPECT_EQ(roundtrip(t, z), z);
+  for (auto t : {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_K, GgmlType::kQ6_K})
+    EXPECT_EQ(roundtrip(t, z), z);
 }
 
 TEST(Quant, Q8_0QuantiserReproducesGgufPyBitForBit) {

@@ -278,6 +278,12 @@ void run_bench(const BenchOptions& o) {
   }
   std::string weights = dtype_label(mi.precision);
   std::string backend = bf16_math ? "oneDNN" : matmul_backend_name(f32_matmul_backend());
+  if (const int64_t packed = transformer->packed_matrices(); packed > 0) {
+    weights += " + GGUF " + transformer->ggml_type_name() + " blocks packed in 16-row panels (" +
+               std::to_string(packed) + " of " + std::to_string(matrices) + " matrices)";
+    backend += std::string(" + LinearPacked (") +
+               quant::LinearPacked::kernel_name(quant::LinearPacked::best_kernel()) + ")";
+  }
   if (const int64_t ggml = transformer->ggml_matrices(); ggml > 0) {
     weights += " + GGUF " + transformer->ggml_type_name() + " blocks in place (" + std::to_string(ggml) +
                " of " + std::to_string(matrices) + " matrices)";

@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "kernels/linear.h"
+#include "kernels/quant/linear_packed.h"
 #include "model/model_tokenizer.h"
 #include "model/precision.h"
 #include "model/transformer.h"
@@ -114,9 +115,15 @@ std::shared_ptr<Model> load_model_or_throw(const std::string& path, Precision pr
             : "",
         i.precision_reason.c_str());
     if (const auto* t = dynamic_cast<const Transformer*>(model.get()))
-      std::fprintf(stderr, "dllm: weights %.1f MB, %lld of %lld matrices in 8 bits (--weights %s)\n",
-                   t->weight_bytes() / 1e6, static_cast<long long>(t->q8_matrices()),
-                   static_cast<long long>(t->matrices()), weights_flag().c_str());
+      std::fprintf(
+          stderr,
+          "dllm: weights %.1f MB, %lld of %lld matrices in 8 bits, %lld packed in 16-row panels (%s), "
+          "%lld GGUF blocks in place (%s) (--weights %s)\n",
+          t->weight_bytes() / 1e6, static_cast<long long>(t->q8_matrices()),
+          static_cast<long long>(t->matrices()), static_cast<long long>(t->packed_matrices()),
+          quant::LinearPacked::kernel_name(quant::LinearPacked::best_kernel()),
+          static_cast<long long>(t->ggml_matrices()),
+          quant::LinearGgml::kernel_name(quant::LinearGgml::best_kernel()), weights_flag().c_str());
   }
   return model;
 }

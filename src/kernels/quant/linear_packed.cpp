@@ -1,0 +1,444 @@
+#include "kernels/quant/linear_packed.h"
+
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "kernels/profile.h"
+#include "kernels/quant/linear_q8.h"
+#include "kernels/quant/quant.h"
+
+namespace dllm::quant {
+
+namespace {
+
+constexpr int kRows = LinearPacked::kPanelRows;
+
+// What a tile reads: the first panel's quants and scales (the next panels follow at the strides), the
+// activation rows of the tile (Q8_0: int8, f32 scale per block, int32 sum per block) and where y goes.
+struct TileArgs {
+  const uint8_t* quants;
+  const uint16_t* scales;
+  size_t quant_stride, scale_stride;  // from one panel to the next (elements)
+  int64_t nb, k;
+  const int8_t* xq;
+  const float* xd;
+  const int32_t* xs;
+  float* y;
+  int64_t ldy;
+  bool accumulate;
+};
+
+inline int32_t load_i32(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// ---- AVX512_VNNI: RM activation rows x RP panels (16 weight rows each, one zmm of int32 / f32 lanes).
+// Compiled for AVX-512 only in this region and only called where cpuid reports it; internal linkage and no
+// library templates instantiated here, so nothing AVX-512 can be picked by the linker for shared code.
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,f16c,fma")
+namespace vnni {
+
+template <int RM, int RP, bool kQ4>
+void tile(const TileArgs& a) {
+  __m512 acc[RM][RP];
+  for (int r = 0; r < RM; ++r)
+    for (int p = 0; p < RP; ++p) acc[r][p] = _mm512_setzero_ps();
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  constexpr int32_t kOffset = kQ4 ? -8 : -128;
+  constexpr size_t kQBytes = kQ4 ? 256 : 512;
+  for (int64_t b = 0; b < a.nb; ++b) {
+    __m512i dot[RM][RP];
+    for (int r = 0; r < RM; ++r) {
+      const __m512i init = _mm512_set1_epi32(kOffset * a.xs[r * a.nb + b]);
+      for (int p = 0; p < RP; ++p) dot[r][p] = init;
+    }
+    const int8_t* xb = a.xq + b * kQK8_0;
+    const uint8_t* qb = a.quants + b * kQBytes;
+    if constexpr (kQ4) {
+#pragma GCC unroll 4
+      for (int g = 0; g < 4; ++g) {
+        __m512i lo[RP], hi[RP];
+        for (int p = 0; p < RP; ++p) {
+          const __m512i v = _mm512_load_si512(qb + p * a.quant_stride + 64 * g);
+          lo[p] = _mm512_and_si512(v, low4);
+          hi[p] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+        }
+        for (int r = 0; r < RM; ++r) {
+          const __m512i xl = _mm512_set1_epi32(load_i32(xb + r * a.k + 4 * g));
+          const __m512i xh = _mm512_set1_epi32(load_i32(xb + r * a.k + 16 + 4 * g));
+          for (int p = 0; p < RP; ++p) {
+            dot[r][p] = _mm512_dpbusd_epi32(dot[r][p], lo[p], xl);
+            dot[r][p] = _mm512_dpbusd_epi32(dot[r][p], hi[p], xh);
+          }
+        }
+      }
+    } else {
+#pragma GCC unroll 8
+      for (int g = 0; g < 8; ++g) {
+        __m512i w[RP];
+        for (int p = 0; p < RP; ++p) w[p] = _mm512_load_si512(qb + p * a.quant_stride + 64 * g);
+        for (int r = 0; r < RM; ++r) {
+          const __m512i x4 = _mm512_set1_epi32(load_i32(xb + r * a.k + 4 * g));
+          for (int p = 0; p < RP; ++p) dot[r][p] = _mm512_dpbusd_epi32(dot[r][p], w[p], x4);
+        }
+      }
+    }
+    for (int p = 0; p < RP; ++p) {
+      const __m512 dw = _mm512_cvtph_ps(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.scales + p * a.scale_stride + b * kRows)));
+      for (int r = 0; r < RM; ++r)
+        acc[r][p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[r][p]),
+                                    _mm512_mul_ps(dw, _mm512_set1_ps(a.xd[r * a.nb + b])), acc[r][p]);
+    }
+  }
+  for (int r = 0; r < RM; ++r)
+    for (int p = 0; p < RP; ++p) {
+      float* out = a.y + r * a.ldy + p * kRows;
+      _mm512_storeu_ps(out, a.accumulate ? _mm512_add_ps(_mm512_loadu_ps(out), acc[r][p]) : acc[r][p]);
+    }
+}
+
+}  // namespace vnni
+#pragma GCC pop_options
+
+// ---- AVX2: RM activation rows x 1 panel (two ymm halves of 8 weight rows). 16 ymm registers hold RM = 2
+// without spilling.
+namespace avx2 {
+
+template <int RM, int RP, bool kQ4>
+void tile(const TileArgs& a) {
+  static_assert(RP == 1, "the AVX2 tiles run one panel");
+  __m256 acc[RM][2];
+  for (int r = 0; r < RM; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  const __m256i ones = _mm256_set1_epi16(1);
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  constexpr size_t kQBytes = kQ4 ? 256 : 512;
+  for (int64_t b = 0; b < a.nb; ++b) {
+    const int8_t* xb = a.xq + b * kQK8_0;
+    const uint8_t* qb = a.quants + b * kQBytes;
+    __m256i dot[RM][2];
+    if constexpr (kQ4) {
+      // q (0..15) * x pair sums are within 2 * 15 * 127 = 3810, so the 8 of a block add up in int16 (30480).
+      __m256i s16[RM][2];
+      for (int r = 0; r < RM; ++r) s16[r][0] = s16[r][1] = _mm256_setzero_si256();
+      for (int g = 0; g < 4; ++g) {
+        __m256i lo[2], hi[2];
+        for (int h = 0; h < 2; ++h) {
+          const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(qb + 64 * g + 32 * h));
+          lo[h] = _mm256_and_si256(v, low4);
+          hi[h] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+        }
+        for (int r = 0; r < RM; ++r) {
+          const __m256i xl = _mm256_set1_epi32(load_i32(xb + r * a.k + 4 * g));
+          const __m256i xh = _mm256_set1_epi32(load_i32(xb + r * a.k + 16 + 4 * g));
+          for (int h = 0; h < 2; ++h)
+            s16[r][h] = _mm256_add_epi16(s16[r][h], _mm256_add_epi16(_mm256_maddubs_epi16(lo[h], xl),
+                                                                     _mm256_maddubs_epi16(hi[h], xh)));
+        }
+      }
+      for (int r = 0; r < RM; ++r) {
+        const __m256i init = _mm256_set1_epi32(-8 * a.xs[r * a.nb + b]);
+        for (int h = 0; h < 2; ++h) dot[r][h] = _mm256_add_epi32(init, _mm256_madd_epi16(s16[r][h], ones));
+      }
+    } else {
+      for (int r = 0; r < RM; ++r) dot[r][0] = dot[r][1] = _mm256_setzero_si256();
+      for (int g = 0; g < 8; ++g) {
+        __m256i w[2], aw[2];
+        for (int h = 0; h < 2; ++h) {
+          w[h] = _mm256_load_si256(reinterpret_cast<const __m256i*>(qb + 64 * g + 32 * h));
+          aw[h] = _mm256_sign_epi8(w[h], w[h]);  // |w|, 0..128 as unsigned bytes
+        }
+        for (int r = 0; r < RM; ++r) {
+          const __m256i x4 = _mm256_set1_epi32(load_i32(xb + r * a.k + 4 * g));
+          // |w| * sign(x, w) = w * x; pair sums stay within 2 * 128 * 127 (no saturation; |x| <= 127).
+          for (int h = 0; h < 2; ++h)
+            dot[r][h] = _mm256_add_epi32(
+                dot[r][h], _mm256_madd_epi16(_mm256_maddubs_epi16(aw[h], _mm256_sign_epi8(x4, w[h])), ones));
+        }
+      }
+    }
+    for (int h = 0; h < 2; ++h) {
+      const __m256 dw =
+          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a.scales + b * kRows + 8 * h)));
+      for (int r = 0; r < RM; ++r)
+        acc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[r][h]),
+                                    _mm256_mul_ps(dw, _mm256_set1_ps(a.xd[r * a.nb + b])), acc[r][h]);
+    }
+  }
+  for (int r = 0; r < RM; ++r)
+    for (int h = 0; h < 2; ++h) {
+      float* out = a.y + r * a.ldy + 8 * h;
+      _mm256_storeu_ps(out, a.accumulate ? _mm256_add_ps(_mm256_loadu_ps(out), acc[r][h]) : acc[r][h]);
+    }
+}
+
+}  // namespace avx2
+
+using TileFn = void (*)(const TileArgs&);
+
+// The tile shapes: VNNI 4 rows x 2 panels (24 of 32 zmm registers), AVX2 2 rows x 1 panel.
+struct TileSet {
+  int rows, panels;
+  TileFn fn[4][2];  // [rows - 1][panels - 1]
+};
+
+template <bool kQ4>
+constexpr TileSet kVnniTiles = {4,
+                                2,
+                                {{vnni::tile<1, 1, kQ4>, vnni::tile<1, 2, kQ4>},
+                                 {vnni::tile<2, 1, kQ4>, vnni::tile<2, 2, kQ4>},
+                                 {vnni::tile<3, 1, kQ4>, vnni::tile<3, 2, kQ4>},
+                                 {vnni::tile<4, 1, kQ4>, vnni::tile<4, 2, kQ4>}}};
+template <bool kQ4>
+constexpr TileSet kAvx2Tiles = {2, 1, {{avx2::tile<1, 1, kQ4>, nullptr}, {avx2::tile<2, 1, kQ4>, nullptr}}};
+
+// Grows only: once warm, a forward allocates nothing.
+struct Scratch {
+  std::vector<int8_t> q;
+  std::vector<float> d;
+  std::vector<int32_t> s;
+};
+thread_local Scratch tls_scratch;
+
+template <class T>
+T* grow(std::vector<T>& v, int64_t n) {
+  if (v.size() < static_cast<size_t>(n)) v.resize(static_cast<size_t>(n));
+  return v.data();
+}
+
+void block_sums(const int8_t* q, int64_t nb, int32_t* s) {
+  for (int64_t b = 0; b < nb; ++b) {
+    int32_t sum = 0;
+    for (int e = 0; e < kQK8_0; ++e) sum += q[b * kQK8_0 + e];
+    s[b] = sum;
+  }
+}
+
+LinearPacked::Kernel detect_best() {
+  if (const char* env = std::getenv("DLLM_GGML_KERNEL"); env && std::string_view(env) == "avx2")
+    return LinearPacked::Kernel::kAvx2;
+  return LinearPacked::supported(LinearPacked::Kernel::kAvx512Vnni) ? LinearPacked::Kernel::kAvx512Vnni
+                                                                    : LinearPacked::Kernel::kAvx2;
+}
+
+template <class T>
+std::shared_ptr<T> aligned_array(size_t count) {
+  const size_t bytes = std::max<size_t>((count * sizeof(T) + 63) / 64 * 64, 64);
+  void* p = std::aligned_alloc(64, bytes);
+  if (!p) fail("LinearPacked: out of memory allocating ", bytes, " bytes");
+  return std::shared_ptr<T>(static_cast<T*>(p), [](T* q) { std::free(q); });
+}
+
+}  // namespace
+
+bool LinearPacked::can_pack(GgmlType type, int64_t rows, int64_t cols) {
+  return (type == GgmlType::kQ8_0 || type == GgmlType::kQ4_0) && rows > 0 && rows % kRows == 0 && cols > 0 &&
+         cols % kQK8_0 == 0;
+}
+
+bool LinearPacked::supported(Kernel kernel) {
+  if (kernel != Kernel::kAvx512Vnni) return true;
+  static const bool vnni = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+  return vnni;
+}
+
+LinearPacked::Kernel LinearPacked::best_kernel() {
+  static const Kernel best = detect_best();
+  return best;
+}
+
+const char* LinearPacked::kernel_name(Kernel kernel) {
+  switch (kernel) {
+    case Kernel::kAuto:
+      return kernel_name(best_kernel());
+    case Kernel::kAvx2:
+      return "AVX2";
+    case Kernel::kAvx512Vnni:
+      return "AVX512_VNNI";
+  }
+  return "?";
+}
+
+size_t LinearPacked::weight_bytes() const {
+  return static_cast<size_t>(rows_ / kRows * blocks_) * (quant_bytes_per_block() + kRows * sizeof(uint16_t));
+}
+
+LinearPacked LinearPacked::pack(GgmlType type, const void* blocks, int64_t rows, int64_t cols,
+                                Kernel kernel) {
+  if (!can_pack(type, rows, cols))
+    fail("LinearPacked: cannot pack a ", rows, " x ", cols, " ", ggml_type_name(static_cast<uint32_t>(type)),
+         " matrix (Q8_0 or Q4_0, rows a multiple of ", kRows, ", columns of ", kQK8_0, ")");
+  if (kernel == Kernel::kAuto) kernel = best_kernel();
+  if (!supported(kernel)) fail("LinearPacked: this CPU cannot run the ", kernel_name(kernel), " kernel");
+  LinearPacked l;
+  l.type_ = type;
+  l.kernel_ = kernel;
+  l.rows_ = rows;
+  l.cols_ = cols;
+  l.blocks_ = cols / kQK8_0;
+  const int64_t panels = rows / kRows, nb = l.blocks_;
+  const size_t qbytes = l.quant_bytes_per_block(), row_bytes = ggml_row_bytes(type, cols);
+  l.quants_ = aligned_array<uint8_t>(static_cast<size_t>(panels * nb) * qbytes);
+  l.scales_ = aligned_array<uint16_t>(static_cast<size_t>(panels * nb) * kRows);
+  const auto* src = static_cast<const uint8_t*>(blocks);
+  const bool q4 = type == GgmlType::kQ4_0;
+  const uint8_t bias = !q4 && kernel == Kernel::kAvx512Vnni ? 0x80 : 0;  // w + 128 as unsigned bytes
+  const size_t block_bytes = q4 ? sizeof(BlockQ4_0) : sizeof(BlockQ8_0);
+#pragma omp parallel for schedule(static)
+  for (int64_t p = 0; p < panels; ++p)
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* q = l.quants_.get() + static_cast<size_t>(p * nb + b) * qbytes;
+      uint16_t* s = l.scales_.get() + static_cast<size_t>(p * nb + b) * kRows;
+      for (int r = 0; r < kRows; ++r) {
+        const uint8_t* blk = src + static_cast<size_t>(p * kRows + r) * row_bytes + b * block_bytes;
+        std::memcpy(&s[r], blk, 2);
+        const int groups = q4 ? 4 : 8;
+        for (int g = 0; g < groups; ++g)
+          for (int i = 0; i < 4; ++i) q[(g * kRows + r) * 4 + i] = blk[2 + 4 * g + i] ^ bias;
+      }
+    }
+  return l;
+}
+
+LinearPacked LinearPacked::quantize_f32(GgmlType type, const float* w, int64_t rows, int64_t cols,
+                                        Kernel kernel) {
+  if (!can_pack(type, rows, cols))
+    fail("LinearPacked: cannot pack a ", rows, " x ", cols, " ", ggml_type_name(static_cast<uint32_t>(type)),
+         " matrix");
+  std::vector<uint8_t> blocks(ggml_row_bytes(type, cols) * static_cast<size_t>(rows));
+  quantize(type, w, blocks.data(), rows * cols);
+  return pack(type, blocks.data(), rows, cols, kernel);
+}
+
+void LinearPacked::dequantize_row(int64_t row, float* out) const {
+  const int64_t p = row / kRows, r = row % kRows, nb = blocks_;
+  const size_t qbytes = quant_bytes_per_block();
+  const bool q4 = type_ == GgmlType::kQ4_0;
+  const uint8_t bias = !q4 && kernel_ == Kernel::kAvx512Vnni ? 0x80 : 0;
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* q = quants_.get() + static_cast<size_t>(p * nb + b) * qbytes;
+    const float d = f16_to_f32(scales_.get()[static_cast<size_t>(p * nb + b) * kRows + r]);
+    float* o = out + b * kQK8_0;
+    for (int g = 0; g < (q4 ? 4 : 8); ++g)
+      for (int i = 0; i < 4; ++i) {
+        const uint8_t byte = q[(g * kRows + r) * 4 + i];
+        if (q4) {
+          o[4 * g + i] = static_cast<float>((byte & 0xF) - 8) * d;
+          o[16 + 4 * g + i] = static_cast<float>((byte >> 4) - 8) * d;
+        } else {
+          o[4 * g + i] = static_cast<float>(static_cast<int8_t>(byte ^ bias)) * d;
+        }
+      }
+  }
+}
+
+void LinearPacked::forward(const float* x, int64_t rows, float* y, bool accumulate) const {
+  if (rows <= 0) return;
+  ScopedKernelTimer timer(KernelKind::kMatmul);
+  const int64_t k = cols_, nb = blocks_, panels = rows_ / kRows;
+  Scratch& s = tls_scratch;
+  int8_t* xq = grow(s.q, rows * k);
+  float* xd = grow(s.d, rows * nb);
+  int32_t* xs = grow(s.s, rows * nb);
+  const bool q4 = type_ == GgmlType::kQ4_0;
+  const TileSet& tiles = kernel_ == Kernel::kAvx512Vnni ? (q4 ? kVnniTiles<true> : kVnniTiles<false>)
+                                                        : (q4 ? kAvx2Tiles<true> : kAvx2Tiles<false>);
+  const size_t qstride = static_cast<size_t>(nb) * quant_bytes_per_block(),
+               sstride = static_cast<size_t>(nb) * kRows;
+  const int64_t items = (panels + tiles.panels - 1) / tiles.panels;
+  const auto quantize_row = [&](int64_t r) {
+    quantize_row_q8_avx2(x + r * k, k, xq + r * k, xd + r * nb);
+    block_sums(xq + r * k, nb, xs + r * nb);
+  };
+  // An item is `tiles.panels` panels against every activation row, tile after tile: the panels' weights stay
+  // in L2 while the rows stream past. Each output is computed by one thread in a fixed order: the same bits
+  // for any thread count.
+  const auto run_item = [&](int64_t item) {
+    const int64_t p0 = item * tiles.panels;
+    const int np = static_cast<int>(std::min<int64_t>(tiles.panels, panels - p0));
+    for (int64_t m0 = 0; m0 < rows; m0 += tiles.rows) {
+      const int nm = static_cast<int>(std::min<int64_t>(tiles.rows, rows - m0));
+      const TileArgs a{quants_.get() + p0 * qstride,
+                       scales_.get() + p0 * sstride,
+                       qstride,
+                       sstride,
+                       nb,
+                       k,
+                       xq + m0 * k,
+                       xd + m0 * nb,
+                       xs + m0 * nb,
+                       y + m0 * rows_ + p0 * kRows,
+                       rows_,
+                       accumulate};
+      tiles.fn[nm - 1][np - 1](a);
+    }
+  };
+  // Inside a parallel region (experts, one per thread) the work stays on this thread without a nested region.
+  if (omp_in_parallel() || static_cast<double>(rows) * static_cast<double>(rows_) * k < (1 << 18)) {
+    for (int64_t r = 0; r < rows; ++r) quantize_row(r);
+    for (int64_t item = 0; item < items; ++item) run_item(item);
+    return;
+  }
+#pragma omp parallel
+  {
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) quantize_row(r);
+#pragma omp for schedule(dynamic)
+    for (int64_t item = 0; item < items; ++item) run_item(item);
+  }
+}
+
+void LinearPacked::forward_reference(const float* x, int64_t rows, float* y, bool accumulate) const {
+  const int64_t k = cols_, nb = blocks_;
+  std::vector<int8_t> xq(static_cast<size_t>(rows * k));
+  std::vector<float> xd(static_cast<size_t>(rows * nb));
+  quantize_activations_q8(x, rows, k, xq.data(), xd.data());
+  std::vector<float> w(static_cast<size_t>(k));
+  for (int64_t n = 0; n < rows_; ++n) {
+    // The integer weights and scales of row n, read back from the panels.
+    std::vector<int32_t> wi(static_cast<size_t>(k));
+    std::vector<float> dw(static_cast<size_t>(nb));
+    const int64_t p = n / kRows, r = n % kRows;
+    const bool q4 = type_ == GgmlType::kQ4_0;
+    const uint8_t bias = !q4 && kernel_ == Kernel::kAvx512Vnni ? 0x80 : 0;
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* q = quants_.get() + static_cast<size_t>(p * nb + b) * quant_bytes_per_block();
+      dw[b] = f16_to_f32(scales_.get()[static_cast<size_t>(p * nb + b) * kRows + r]);
+      for (int g = 0; g < (q4 ? 4 : 8); ++g)
+        for (int i = 0; i < 4; ++i) {
+          const uint8_t byte = q[(g * kRows + r) * 4 + i];
+          if (q4) {
+            wi[b * kQK8_0 + 4 * g + i] = (byte & 0xF) - 8;
+            wi[b * kQK8_0 + 16 + 4 * g + i] = (byte >> 4) - 8;
+          } else {
+            wi[b * kQK8_0 + 4 * g + i] = static_cast<int8_t>(byte ^ bias);
+          }
+        }
+    }
+    for (int64_t m = 0; m < rows; ++m) {
+      float acc = 0;
+      for (int64_t b = 0; b < nb; ++b) {
+        int32_t dot = 0;
+        for (int e = 0; e < kQK8_0; ++e) dot += wi[b * kQK8_0 + e] * xq[m * k + b * kQK8_0 + e];
+        acc = std::fma(static_cast<float>(dot), dw[b] * xd[m * nb + b], acc);
+      }
+      float& out = y[m * rows_ + n];
+      out = accumulate ? out + acc : acc;
+    }
+  }
+}
+
+}  // namespace dllm::quant

@@ -1,0 +1,181 @@
+// quant::LinearPacked: Q8_0 / Q4_0 weights repacked into panels of 16 rows. Each kernel (AVX2, AVX512_VNNI)
+// against the scalar reference bit for bit; the packing itself against the file's blocks (dequantize_row =
+// quant::dequantize of the original rows, so a mis-placed byte cannot hide behind a reference that reads the
+// same panels); the products against LinearGgml on the same blocks (the same integer dots, summed in another
+// order); thread counts; MatMul running it.
+#include "kernels/quant/linear_packed.h"
+
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "kernels/matmul.h"
+#include "kernels/quant/linear_ggml.h"
+#include "kernels/quant/quant.h"
+
+namespace dllm {
+namespace {
+
+using quant::LinearPacked;
+using Kernel = LinearPacked::Kernel;
+
+std::vector<float> randn(size_t n, uint32_t seed, float s) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0, s);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+// GGUF blocks of `type` for random weights; for Q8_0 one weight byte is -128 (valid in a file, though ggml's
+// quantiser never writes it: |w| then needs 8 bits, the edge of the AVX2 sign trick).
+std::vector<uint8_t> file_blocks(GgmlType type, int64_t N, int64_t K, uint32_t seed) {
+  const auto w = randn(N * K, seed, 0.05f);
+  std::vector<uint8_t> blocks(ggml_row_bytes(type, K) * N);
+  quant::quantize(type, w.data(), blocks.data(), N * K);
+  if (type == GgmlType::kQ8_0) blocks[2 + 5] = 0x80;
+  return blocks;
+}
+
+struct Case {
+  GgmlType type;
+  Kernel kernel;
+};
+
+std::string name(const ::testing::TestParamInfo<Case>& info) {
+  return std::string(ggml_type_name(static_cast<uint32_t>(info.param.type))) + "_" +
+         LinearPacked::kernel_name(info.param.kernel);
+}
+
+class LinearPackedKernel : public ::testing::TestWithParam<Case> {
+ protected:
+  void SetUp() override {
+    if (!LinearPacked::supported(GetParam().kernel))
+      GTEST_SKIP()
+          << LinearPacked::kernel_name(GetParam().kernel)
+          << ": this CPU lacks AVX512F/BW/VL + AVX512_VNNI (cpuid), the kernel is built but cannot run here";
+  }
+};
+
+// Every tile edge: 1-5 panels (an odd count leaves a one-panel item for VNNI's two-panel tiles), M from 1 to
+// 33 (every tile height), accumulate on and off, an all-zero activation block (scale 0), rounding ties, and
+// activations at +-127 against the -128 weight.
+TEST_P(LinearPackedKernel, BitIdenticalToScalarReference) {
+  const auto [type, kernel] = GetParam();
+  int cases = 0;
+  for (const auto& [N, K] : {std::pair<int64_t, int64_t>{16, 32}, {48, 256}, {80, 1024}, {32, 96}}) {
+    const auto blocks = file_blocks(type, N, K, 11 + static_cast<uint32_t>(N));
+    const auto l = LinearPacked::pack(type, blocks.data(), N, K, kernel);
+    ASSERT_EQ(l.kernel(), kernel);
+    for (int64_t M : {1, 2, 3, 4, 5, 7, 8, 33}) {
+      auto x = randn(M * K, 100 + static_cast<uint32_t>(M), 1.0f);
+      std::fill_n(x.begin(), 32, 0.0f);
+      if (K >= 64) {
+        const float ties[] = {127.0f, 0.5f, 1.5f, 2.5f, -0.5f, -1.5f, -2.5f, 3.5f, -127.0f};
+        std::copy(std::begin(ties), std::end(ties), x.begin() + 32);
+      }
+      for (bool accumulate : {false, true}) {
+        std::vector<float> y(M * N, accumulate ? 0.25f : -7.0f), ref = y;
+        l.forward(x.data(), M, y.data(), accumulate);
+        l.forward_reference(x.data(), M, ref.data(), accumulate);
+        for (int64_t i = 0; i < M * N; ++i)
+          ASSERT_EQ(y[i], ref[i]) << "N " << N << " K " << K << " M " << M << " accumulate " << accumulate
+                                  << " i " << i;
+        ++cases;
+      }
+    }
+  }
+  EXPECT_EQ(cases, 4 * 8 * 2);
+}
+
+// The panels hold the file's numbers: each row read back equals quant::dequantize of the original blocks.
+TEST_P(LinearPackedKernel, PanelsHoldTheFileBlocks) {
+  const auto [type, kernel] = GetParam();
+  const int64_t N = 48, K = 320;
+  const auto blocks = file_blocks(type, N, K, 3);
+  const auto l = LinearPacked::pack(type, blocks.data(), N, K, kernel);
+  EXPECT_EQ(l.weight_bytes(), blocks.size());  // re-ordered, not requantised: the file's size
+  std::vector<float> want(K), got(K);
+  for (int64_t n = 0; n < N; ++n) {
+    quant::dequantize(type, blocks.data() + n * ggml_row_bytes(type, K), want.data(), K);
+    l.dequantize_row(n, got.data());
+    ASSERT_EQ(got, want) << "row " << n;
+  }
+}
+
+// The same integer dot per block as the in-place kernels, only summed in another float order.
+TEST_P(LinearPackedKernel, AgreesWithInPlaceBlocks) {
+  const auto [type, kernel] = GetParam();
+  const int64_t N = 64, K = 2048, M = 6;
+  const auto blocks = file_blocks(type, N, K, 8);
+  const auto packed = LinearPacked::pack(type, blocks.data(), N, K, kernel);
+  const auto inplace = quant::LinearGgml::view(type, blocks.data(), N, K);
+  const auto x = randn(M * K, 9, 1.0f);
+  std::vector<float> a(M * N), b(M * N);
+  packed.forward(x.data(), M, a.data());
+  inplace.forward_reference(x.data(), M, b.data());
+  for (int64_t i = 0; i < M * N; ++i) EXPECT_NEAR(a[i], b[i], 1e-5f * (1 + std::fabs(b[i]))) << i;
+}
+
+// The same bits on 1 and 2 threads (each output is summed by one thread in a fixed order), on a matrix big
+// enough to be split.
+TEST_P(LinearPackedKernel, SameBitsForAnyThreadCount) {
+  const auto [type, kernel] = GetParam();
+  const int64_t N = 512, K = 1024, M = 37;
+  const auto blocks = file_blocks(type, N, K, 21);
+  const auto l = LinearPacked::pack(type, blocks.data(), N, K, kernel);
+  const auto x = randn(M * K, 22, 1.0f);
+  std::vector<float> one(M * N), two(M * N);
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  l.forward(x.data(), M, one.data());
+  omp_set_num_threads(2);
+  l.forward(x.data(), M, two.data());
+  omp_set_num_threads(threads);
+  EXPECT_EQ(one, two);
+}
+
+INSTANTIATE_TEST_SUITE_P(Kernels, LinearPackedKernel,
+                         ::testing::Values(Case{GgmlType::kQ8_0, Kernel::kAvx2},
+                                           Case{GgmlType::kQ4_0, Kernel::kAvx2},
+                                           Case{GgmlType::kQ8_0, Kernel::kAvx512Vnni},
+                                           Case{GgmlType::kQ4_0, Kernel::kAvx512Vnni}),
+                         name);
+
+TEST(LinearPacked, RejectsWhatItCannotPack) {
+  const std::vector<uint8_t> bytes(1 << 16);
+  EXPECT_FALSE(LinearPacked::can_pack(GgmlType::kQ8_0, 17, 64));  // rows not whole panels
+  EXPECT_FALSE(LinearPacked::can_pack(GgmlType::kQ4_0, 16, 48));  // not whole blocks
+  EXPECT_FALSE(LinearPacked::can_pack(GgmlType::kQ4_K, 16, 256));
+  EXPECT_TRUE(LinearPacked::can_pack(GgmlType::kQ4_0, 32, 64));
+  try {
+    LinearPacked::pack(GgmlType::kQ8_0, bytes.data(), 17, 64);
+    FAIL() << "packed 17 rows";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("17 x 64 Q8_0"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(LinearPacked::supported(Kernel::kAvx2));
+  EXPECT_TRUE(LinearPacked::supported(LinearPacked::best_kernel()));
+}
+
+// Through MatMul, as the transformer runs it.
+TEST(LinearPacked, RunsThroughMatMul) {
+  const int64_t N = 32, K = 128, M = 3;
+  const auto w = randn(N * K, 5, 0.05f);
+  const auto l = LinearPacked::quantize_f32(GgmlType::kQ8_0, w.data(), N, K);
+  const MatMul mm(l);
+  EXPECT_TRUE(mm.is_packed());
+  EXPECT_EQ(mm.out_features(), N);
+  EXPECT_EQ(mm.in_features(), K);
+  const auto x = randn(M * K, 6, 1.0f);
+  std::vector<float> y(M * N), want(M * N);
+  mm.forward(x.data(), M, y.data());
+  l.forward_reference(x.data(), M, want.data());
+  EXPECT_EQ(y, want);
+}
+
+}  // namespace
+}  // namespace dllm
