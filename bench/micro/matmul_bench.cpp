@@ -6,7 +6,7 @@
 //   ./build/dllm_matmul_bench --benchmark_filter='moe/'   # f32 vs LinearQ8 vs GGUF Q8_0 / Q4_K / Q6_K in
 //   place
 //   ./build/dllm_matmul_bench --benchmark_filter='target/' --benchmark_repetitions=5   # issue 14's targets:
-//   f32 vs packed Q8_0 / Q4_0 vs in-place Q4_K / Q6_K at 4096 x 4096, M = 1, 32, 256
+//   f32 vs packed Q8_0 / Q4_0 / Q4_K vs in-place Q8_0 / Q4_K / Q6_K at 4096 x 4096, M = 1, 32, 256
 //
 // The moe/ cases take {M, N, K, cold}: one LLaDA2-mini expert (512x2048 gate/up, 2048x512 down) and 4096x4096
 // at M = 1, 2, 8, 32. cold = 1 rotates over copies of the weights totalling >= 512 MiB, so each call reads
@@ -240,6 +240,12 @@ BENCHMARK_CAPTURE(BM_Packed, q8_0, dllm::GgmlType::kQ8_0, PackedKernelId::kAuto)
     ->Apply(target_shapes);
 BENCHMARK_CAPTURE(BM_Packed, q4_0, dllm::GgmlType::kQ4_0, PackedKernelId::kAuto)
     ->Name("target/packed_q4_0")
+    ->Apply(target_shapes);
+BENCHMARK_CAPTURE(BM_Packed, q4_k, dllm::GgmlType::kQ4_K, PackedKernelId::kAuto)
+    ->Name("target/packed_q4_k")
+    ->Apply(target_shapes);
+BENCHMARK_CAPTURE(BM_Packed, q4_k_avx2, dllm::GgmlType::kQ4_K, PackedKernelId::kAvx2)
+    ->Name("target/packed_q4_k_avx2")
     ->Apply(target_shapes);
 BENCHMARK_CAPTURE(BM_Packed, q8_0_avx2, dllm::GgmlType::kQ8_0, PackedKernelId::kAvx2)
     ->Name("target/packed_q8_0_avx2")

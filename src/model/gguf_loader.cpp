@@ -5,12 +5,12 @@
 // adjacent-pair RoPE order) are put back in HF order here. LLaDA2's fused attn_qkv is split into q / k / v
 // and its stacked experts (ffn_*_exps, [experts, rows, in]) into one matrix per expert, each a row range of
 // the tensor; the mixture-of-experts keys are llama.cpp's (bailingmoe2), the block length is
-// diffusion.block_length. Weight matrices (LoadOptions::weights): kAuto repacks Q8_0 / Q4_0 matrices into
-// 16-row panels (quant::LinearPacked; the mapped pages are released), multiplies Q4_0 / Q4_K / Q6_K and
-// expert Q8_0 blocks in place (quant::LinearGgml), holds other quantized types in 8 bits (quant::LinearQ8)
-// and plain ones as Linear (TensorTaker::blocks says which); kDequantize dequantises everything once, here,
-// into the Linear's packed weights; kQ8 puts every matrix in 8 bits. A quantized token_embd stays quantized
-// as the embedding table too (one copy when the head is tied to it).
+// diffusion.block_length. Weight matrices (LoadOptions::weights): kAuto repacks Q8_0 / Q4_0 / Q4_K matrices
+// into 16-row panels (quant::LinearPacked; the mapped pages are released), multiplies Q6_K, experts and
+// shapes that are not whole panels in place (quant::LinearGgml), holds other quantized types in 8 bits
+// (quant::LinearQ8) and plain ones as Linear (TensorTaker::blocks says which); kDequantize dequantises
+// everything once, here, into the Linear's packed weights; kQ8 puts every matrix in 8 bits. A quantized
+// token_embd stays quantized as the embedding table too (one copy when the head is tied to it).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -121,8 +121,9 @@ class TensorTaker {
   }
 
   // `count` rows of `type` at `data`: in the mapped file, or in `moved` (rows re-ordered here).
-  //  * Q8_0 / Q4_0, not an expert, whole panels (kAuto): repacked into 16-row panels (quant::LinearPacked,
-  //    int8 products 16 columns at a time) and the mapped pages released: the file's bytes, once.
+  //  * Q8_0 / Q4_0 / Q4_K, not an expert, whole panels (kAuto): repacked into 16-row panels
+  //    (quant::LinearPacked, int8 products 16 columns at a time) and the mapped pages released: the file's
+  //    bytes, once.
   //  * Q4_0, Q4_K and Q6_K otherwise, and Q8_0 experts: multiplied in place from the blocks
   //  (quant::LinearGgml;
   //    4.5 / 6.6 bits a weight; a 16B-parameter MoE is not copied beside its mapping).

@@ -68,8 +68,8 @@ std::shared_ptr<Model> load_hf(const Family& family, std::unique_ptr<Checkpoint>
         const auto ranges = split_qkv_rows(c);
         MatMul* parts[3] = {&L.q, &L.k, &L.v};
         for (int p = 0; p < 3; ++p)
-          *parts[p] = Linear(t.data + static_cast<size_t>(ranges[p].first) * row_bytes, t.dtype, ranges[p].count,
-                             shape[1], ct);
+          *parts[p] = Linear(t.data + static_cast<size_t>(ranges[p].first) * row_bytes, t.dtype,
+                             ranges[p].count, shape[1], ct);
       } else if (std::vector<MatMul>* experts = layer_experts(L, spec.role)) {
         for (int64_t e = 0; e < c.moe.experts; ++e)
           (*experts)[e] = load_linear(*ckpt, tensor_name(spec.hf, i, e), shape, ct);

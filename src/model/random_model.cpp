@@ -170,7 +170,8 @@ std::shared_ptr<Model> make_random_model(const ModelShape& shape, int64_t n_laye
   if (weights == RandomWeights::kQ8) m.precision_reason += "; matrices in 8 bits (LinearQ8)";
   if (weights == RandomWeights::kQ8_0)
     m.precision_reason += "; matrices as Q8_0 blocks (packed in 16-row panels; experts in place)";
-  if (weights == RandomWeights::kQ4_K) m.precision_reason += "; matrices as Q4_K blocks, multiplied in place";
+  if (weights == RandomWeights::kQ4_K)
+    m.precision_reason += "; matrices as Q4_K blocks (packed in 16-row panels; experts in place)";
   if (weights == RandomWeights::kQ6_K) m.precision_reason += "; matrices as Q6_K blocks, multiplied in place";
   if (weights == RandomWeights::kQ4_0)
     m.precision_reason += "; matrices as Q4_0 blocks (packed in 16-row panels; experts in place)";
@@ -189,7 +190,8 @@ std::shared_ptr<Model> make_random_model(const ModelShape& shape, int64_t n_laye
     if (!keep_f32) {
       if (weights == RandomWeights::kQ8 && in % 32 == 0) return quant::LinearQ8::from_f32(rows, out, in);
       for (const auto& [want, type] : {std::pair{RandomWeights::kQ8_0, GgmlType::kQ8_0},
-                                       std::pair{RandomWeights::kQ4_0, GgmlType::kQ4_0}})
+                                       std::pair{RandomWeights::kQ4_0, GgmlType::kQ4_0},
+                                       std::pair{RandomWeights::kQ4_K, GgmlType::kQ4_K}})
         if (weights == want && !expert && quant::LinearPacked::can_pack(type, out, in))
           return quant::LinearPacked::quantize_f32(type, rows, out, in);
       if (weights == RandomWeights::kQ8_0 && in % 32 == 0)

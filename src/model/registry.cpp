@@ -6,25 +6,19 @@
 
 namespace dllm {
 
-const Family& llada_family();  // families/llada.cpp
-const Family& dream_family();  // families/dream.cpp
-const Family& llada2_family();  // families/llada2.cpp
-const Family& sdar_family();    // families/sdar.cpp
+const Family& llada_family();      // families/llada.cpp
+const Family& dream_family();      // families/dream.cpp
+const Family& llada2_family();     // families/llada2.cpp
+const Family& sdar_family();       // families/sdar.cpp
 const Family& llada_moe_family();  // families/llada_moe.cpp
-const Family& qwen2_family();   // families/qwen2.cpp (autoregressive)
-const Family& qwen3_family();   // families/qwen3.cpp (autoregressive)
-const Family& llama_family();   // families/llama.cpp (autoregressive)
+const Family& qwen2_family();      // families/qwen2.cpp (autoregressive)
+const Family& qwen3_family();      // families/qwen3.cpp (autoregressive)
+const Family& llama_family();      // families/llama.cpp (autoregressive)
 
 const std::vector<const Family*>& families() {
   static const std::vector<const Family*> kFamilies = {
-      &llada_family(),
-      &dream_family(),
-      &llada2_family(),
-      &sdar_family(),
-      &llada_moe_family(),
-      &qwen2_family(),
-      &qwen3_family(),
-      &llama_family(),
+      &llada_family(),     &dream_family(), &llada2_family(), &sdar_family(),
+      &llada_moe_family(), &qwen2_family(), &qwen3_family(),  &llama_family(),
   };
   return kFamilies;
 }

@@ -1,8 +1,8 @@
-// quant::LinearPacked: Q8_0 / Q4_0 weights repacked into panels of 16 rows. Each kernel (AVX2, AVX512_VNNI)
-// against the scalar reference bit for bit; the packing itself against the file's blocks (dequantize_row =
-// quant::dequantize of the original rows, so a mis-placed byte cannot hide behind a reference that reads the
-// same panels); the products against LinearGgml on the same blocks (the same integer dots, summed in another
-// order); thread counts; MatMul running it.
+// quant::LinearPacked: Q8_0 / Q4_0 / Q4_K weights repacked into panels of 16 rows. Each kernel (AVX2,
+// AVX512_VNNI) against the scalar reference bit for bit; the packing itself against the file's blocks
+// (dequantize_row = quant::dequantize of the original rows, so a mis-placed byte cannot hide behind a
+// reference that reads the same panels); the products against LinearGgml on the same blocks (the same integer
+// dots, summed in another order); thread counts; MatMul running it.
 #include "kernels/quant/linear_packed.h"
 
 #include <gtest/gtest.h>
@@ -40,6 +40,11 @@ std::vector<uint8_t> file_blocks(GgmlType type, int64_t N, int64_t K, uint32_t s
   return blocks;
 }
 
+// K for a type: whole blocks (Q4_K's are 256 wide).
+int64_t width(GgmlType type, int64_t k) {
+  return type == GgmlType::kQ4_K ? (k + 255) / 256 * 256 : k;
+}
+
 struct Case {
   GgmlType type;
   Kernel kernel;
@@ -66,16 +71,18 @@ class LinearPackedKernel : public ::testing::TestWithParam<Case> {
 TEST_P(LinearPackedKernel, BitIdenticalToScalarReference) {
   const auto [type, kernel] = GetParam();
   int cases = 0;
-  for (const auto& [N, K] : {std::pair<int64_t, int64_t>{16, 32}, {48, 256}, {80, 1024}, {32, 96}}) {
+  for (const auto& [N, K0] : {std::pair<int64_t, int64_t>{16, 32}, {48, 256}, {80, 1024}, {32, 96}}) {
+    const int64_t K = width(type, K0) + (type == GgmlType::kQ4_K && K0 == 96 ? 256 : 0);
     const auto blocks = file_blocks(type, N, K, 11 + static_cast<uint32_t>(N));
     const auto l = LinearPacked::pack(type, blocks.data(), N, K, kernel);
     ASSERT_EQ(l.kernel(), kernel);
     for (int64_t M : {1, 2, 3, 4, 5, 7, 8, 33}) {
       auto x = randn(M * K, 100 + static_cast<uint32_t>(M), 1.0f);
-      std::fill_n(x.begin(), 32, 0.0f);
-      if (K >= 64) {
+      const int64_t zero = type == GgmlType::kQ4_K ? 256 : 32;  // one whole activation block
+      std::fill_n(x.begin(), zero, 0.0f);
+      if (K >= zero + 32) {
         const float ties[] = {127.0f, 0.5f, 1.5f, 2.5f, -0.5f, -1.5f, -2.5f, 3.5f, -127.0f};
-        std::copy(std::begin(ties), std::end(ties), x.begin() + 32);
+        std::copy(std::begin(ties), std::end(ties), x.begin() + zero);
       }
       for (bool accumulate : {false, true}) {
         std::vector<float> y(M * N, accumulate ? 0.25f : -7.0f), ref = y;
@@ -94,10 +101,11 @@ TEST_P(LinearPackedKernel, BitIdenticalToScalarReference) {
 // The panels hold the file's numbers: each row read back equals quant::dequantize of the original blocks.
 TEST_P(LinearPackedKernel, PanelsHoldTheFileBlocks) {
   const auto [type, kernel] = GetParam();
-  const int64_t N = 48, K = 320;
+  const int64_t N = 48, K = width(type, 320);
   const auto blocks = file_blocks(type, N, K, 3);
   const auto l = LinearPacked::pack(type, blocks.data(), N, K, kernel);
-  EXPECT_EQ(l.weight_bytes(), blocks.size());  // re-ordered, not requantised: the file's size
+  // Re-ordered, not requantised: the file's size (Q4_K: + 16 bytes per 16 x 256 for unpacked scales / mins).
+  EXPECT_EQ(l.weight_bytes(), blocks.size() + (type == GgmlType::kQ4_K ? N * K / 256 * 4 : 0));
   std::vector<float> want(K), got(K);
   for (int64_t n = 0; n < N; ++n) {
     quant::dequantize(type, blocks.data() + n * ggml_row_bytes(type, K), want.data(), K);
@@ -138,18 +146,20 @@ TEST_P(LinearPackedKernel, SameBitsForAnyThreadCount) {
   EXPECT_EQ(one, two);
 }
 
-INSTANTIATE_TEST_SUITE_P(Kernels, LinearPackedKernel,
-                         ::testing::Values(Case{GgmlType::kQ8_0, Kernel::kAvx2},
-                                           Case{GgmlType::kQ4_0, Kernel::kAvx2},
-                                           Case{GgmlType::kQ8_0, Kernel::kAvx512Vnni},
-                                           Case{GgmlType::kQ4_0, Kernel::kAvx512Vnni}),
-                         name);
+INSTANTIATE_TEST_SUITE_P(
+    Kernels, LinearPackedKernel,
+    ::testing::Values(Case{GgmlType::kQ8_0, Kernel::kAvx2}, Case{GgmlType::kQ4_0, Kernel::kAvx2},
+                      Case{GgmlType::kQ4_K, Kernel::kAvx2}, Case{GgmlType::kQ8_0, Kernel::kAvx512Vnni},
+                      Case{GgmlType::kQ4_0, Kernel::kAvx512Vnni}, Case{GgmlType::kQ4_K, Kernel::kAvx512Vnni}),
+    name);
 
 TEST(LinearPacked, RejectsWhatItCannotPack) {
   const std::vector<uint8_t> bytes(1 << 16);
-  EXPECT_FALSE(LinearPacked::can_pack(GgmlType::kQ8_0, 17, 64));  // rows not whole panels
-  EXPECT_FALSE(LinearPacked::can_pack(GgmlType::kQ4_0, 16, 48));  // not whole blocks
-  EXPECT_FALSE(LinearPacked::can_pack(GgmlType::kQ4_K, 16, 256));
+  EXPECT_FALSE(LinearPacked::can_pack(GgmlType::kQ8_0, 17, 64));   // rows not whole panels
+  EXPECT_FALSE(LinearPacked::can_pack(GgmlType::kQ4_0, 16, 48));   // not whole blocks
+  EXPECT_FALSE(LinearPacked::can_pack(GgmlType::kQ4_K, 16, 128));  // not whole super-blocks
+  EXPECT_FALSE(LinearPacked::can_pack(GgmlType::kQ6_K, 16, 256));
+  EXPECT_TRUE(LinearPacked::can_pack(GgmlType::kQ4_K, 16, 256));
   EXPECT_TRUE(LinearPacked::can_pack(GgmlType::kQ4_0, 32, 64));
   try {
     LinearPacked::pack(GgmlType::kQ8_0, bytes.data(), 17, 64);

@@ -169,6 +169,10 @@ void quantize_activations_q8_k(const float* x, int64_t rows, int64_t k, int8_t* 
     }
 }
 
+void quantize_row_q8_k(const float* x, int64_t k, int8_t* qs, float* d, int16_t* sums) {
+  quantize_row_q8_k_avx2(x, k, qs, d, sums);
+}
+
 LinearGgml LinearGgml::view(GgmlType type, const void* data, int64_t rows, int64_t cols,
                             std::shared_ptr<const void> owner) {
   check_shape(type, rows, cols);

@@ -94,5 +94,7 @@ class LinearGgml {
 // Activation quantisers, scalar references (forward() runs AVX2 versions giving the same bits).
 // Q8_K: per 256 elements of each row, qs [rows][k] int8, d [rows][k / 256] f32, sums [rows][k / 32] int16.
 void quantize_activations_q8_k(const float* x, int64_t rows, int64_t k, int8_t* qs, float* d, int16_t* sums);
+// One row of it, AVX2 (the same bits): what forward() runs, shared with LinearPacked.
+void quantize_row_q8_k(const float* x, int64_t k, int8_t* qs, float* d, int16_t* sums);
 
 }  // namespace dllm::quant

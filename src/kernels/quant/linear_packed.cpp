@@ -13,6 +13,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "kernels/profile.h"
+#include "kernels/quant/linear_ggml.h"
 #include "kernels/quant/linear_q8.h"
 #include "kernels/quant/quant.h"
 
@@ -26,16 +27,21 @@ constexpr int kRows = LinearPacked::kPanelRows;
 // activation rows of the tile (Q8_0: int8, f32 scale per block, int32 sum per block) and where y goes.
 struct TileArgs {
   const uint8_t* quants;
-  const uint16_t* scales;
-  size_t quant_stride, scale_stride;  // from one panel to the next (elements)
+  const uint8_t* meta;               // per block: Q8_0 / Q4_0 16 f16 scales; Q4_K see LinearPacked
+  size_t quant_stride, meta_stride;  // bytes from one panel to the next
   int64_t nb, k;
   const int8_t* xq;
   const float* xd;
-  const int32_t* xs;
+  const int32_t* xs;    // Q8_0 / Q4_0: sum of each block's int8s
+  const int16_t* xs16;  // Q4_K (Q8_K activations): sums of each 32 int8s
   float* y;
   int64_t ldy;
   bool accumulate;
 };
+
+// Q4_K metadata of one panel and super-block: d and dmin (16 f16 each), then the 6-bit scales and mins
+// unpacked to bytes, [sub-block][row].
+constexpr size_t kQ4kDmin = 32, kQ4kScales = 64, kQ4kMins = 192, kQ4kMetaBytes = 320;
 
 inline int32_t load_i32(const int8_t* p) {
   int32_t v;
@@ -97,10 +103,91 @@ void tile(const TileArgs& a) {
     }
     for (int p = 0; p < RP; ++p) {
       const __m512 dw = _mm512_cvtph_ps(
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.scales + p * a.scale_stride + b * kRows)));
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.meta + p * a.meta_stride + b * 32)));
       for (int r = 0; r < RM; ++r)
         acc[r][p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[r][p]),
                                     _mm512_mul_ps(dw, _mm512_set1_ps(a.xd[r * a.nb + b])), acc[r][p]);
+    }
+  }
+  for (int r = 0; r < RM; ++r)
+    for (int p = 0; p < RP; ++p) {
+      float* out = a.y + r * a.ldy + p * kRows;
+      _mm512_storeu_ps(out, a.accumulate ? _mm512_add_ps(_mm512_loadu_ps(out), acc[r][p]) : acc[r][p]);
+    }
+}
+
+// Q4_K x Q8_K: per super-block, per pair of sub-blocks (one 64-byte group holds 16 rows x 4 bytes whose low
+// nibbles are sub-block 2jp and high nibbles 2jp + 1), vpdpbusd gives each row's int32 dot of each sub-block
+// (<= 32 * 15 * 127); times its 6-bit scale (vpmulld) into sumi (<= 8 * 63 * 60960 < 2^31). The mins term
+// sum_j m_j * xsum_j is 4 vpdpwssd of (m_2i, m_2i+1) pairs against the activation's pairs of 32-sums.
+template <int RM, int RP>
+void tile_q4k(const TileArgs& a) {
+  __m512 acc[RM][RP];
+  for (int r = 0; r < RM; ++r)
+    for (int p = 0; p < RP; ++p) acc[r][p] = _mm512_setzero_ps();
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  for (int64_t sb = 0; sb < a.nb; ++sb) {
+    __m512i sumi[RM][RP];
+    for (int r = 0; r < RM; ++r)
+      for (int p = 0; p < RP; ++p) sumi[r][p] = _mm512_setzero_si512();
+    const int8_t* xb = a.xq + sb * kQK_K;
+    for (int jp = 0; jp < 4; ++jp) {
+      __m512i dl[RM][RP], dh[RM][RP];
+      for (int r = 0; r < RM; ++r)
+        for (int p = 0; p < RP; ++p) dl[r][p] = dh[r][p] = _mm512_setzero_si512();
+      const uint8_t* qb = a.quants + sb * 2048 + jp * 512;
+#pragma GCC unroll 8
+      for (int g = 0; g < 8; ++g) {
+        __m512i lo[RP], hi[RP];
+        for (int p = 0; p < RP; ++p) {
+          const __m512i v = _mm512_load_si512(qb + p * a.quant_stride + 64 * g);
+          lo[p] = _mm512_and_si512(v, low4);
+          hi[p] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+        }
+        for (int r = 0; r < RM; ++r) {
+          const __m512i xl = _mm512_set1_epi32(load_i32(xb + r * a.k + 64 * jp + 4 * g));
+          const __m512i xh = _mm512_set1_epi32(load_i32(xb + r * a.k + 64 * jp + 32 + 4 * g));
+          for (int p = 0; p < RP; ++p) {
+            dl[r][p] = _mm512_dpbusd_epi32(dl[r][p], lo[p], xl);
+            dh[r][p] = _mm512_dpbusd_epi32(dh[r][p], hi[p], xh);
+          }
+        }
+      }
+      for (int p = 0; p < RP; ++p) {
+        const uint8_t* sc = a.meta + p * a.meta_stride + sb * kQ4kMetaBytes + kQ4kScales + 2 * jp * kRows;
+        const __m512i sl = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
+        const __m512i sh =
+            _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + kRows)));
+        for (int r = 0; r < RM; ++r)
+          sumi[r][p] = _mm512_add_epi32(sumi[r][p], _mm512_add_epi32(_mm512_mullo_epi32(dl[r][p], sl),
+                                                                     _mm512_mullo_epi32(dh[r][p], sh)));
+      }
+    }
+    for (int p = 0; p < RP; ++p) {
+      const uint8_t* meta = a.meta + p * a.meta_stride + sb * kQ4kMetaBytes;
+      __m512i mins[4];
+      for (int i = 0; i < 4; ++i) {
+        const uint8_t* mp = meta + kQ4kMins + 2 * i * kRows;
+        mins[i] = _mm512_or_si512(
+            _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(mp))),
+            _mm512_slli_epi32(
+                _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(mp + kRows))), 16));
+      }
+      const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(meta)));
+      const __m512 dmin =
+          _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(meta + kQ4kDmin)));
+      for (int r = 0; r < RM; ++r) {
+        const int16_t* xs = a.xs16 + (r * a.nb + sb) * 8;
+        __m512i summ = _mm512_setzero_si512();
+        for (int i = 0; i < 4; ++i) {
+          int32_t pair;
+          std::memcpy(&pair, xs + 2 * i, 4);
+          summ = _mm512_dpwssd_epi32(summ, mins[i], _mm512_set1_epi32(pair));
+        }
+        const __m512 dx = _mm512_set1_ps(a.xd[r * a.nb + sb]);
+        acc[r][p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi[r][p]), _mm512_mul_ps(d, dx), acc[r][p]);
+        acc[r][p] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(summ), _mm512_mul_ps(dmin, dx), acc[r][p]);
+      }
     }
   }
   for (int r = 0; r < RM; ++r)
@@ -171,10 +258,82 @@ void tile(const TileArgs& a) {
     }
     for (int h = 0; h < 2; ++h) {
       const __m256 dw =
-          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a.scales + b * kRows + 8 * h)));
+          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a.meta + b * 32 + 16 * h)));
       for (int r = 0; r < RM; ++r)
         acc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[r][h]),
                                     _mm256_mul_ps(dw, _mm256_set1_ps(a.xd[r * a.nb + b])), acc[r][h]);
+    }
+  }
+  for (int r = 0; r < RM; ++r)
+    for (int h = 0; h < 2; ++h) {
+      float* out = a.y + r * a.ldy + 8 * h;
+      _mm256_storeu_ps(out, a.accumulate ? _mm256_add_ps(_mm256_loadu_ps(out), acc[r][h]) : acc[r][h]);
+    }
+}
+
+// Q4_K x Q8_K on AVX2: nibble x int8 pair sums (<= 3810) add up over a sub-block's 8 groups in int16
+// (30480), and vpmaddwd against (scale, scale) pairs gives scale * dot in int32 directly.
+template <int RM, int RP>
+void tile_q4k(const TileArgs& a) {
+  static_assert(RP == 1, "the AVX2 tiles run one panel");
+  __m256 acc[RM][2];
+  for (int r = 0; r < RM; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  const __m256i pair16 = _mm256_set1_epi32(0x00010001);
+  for (int64_t sb = 0; sb < a.nb; ++sb) {
+    const int8_t* xb = a.xq + sb * kQK_K;
+    const uint8_t* meta = a.meta + sb * kQ4kMetaBytes;
+    __m256i sumi[RM][2];
+    for (int r = 0; r < RM; ++r) sumi[r][0] = sumi[r][1] = _mm256_setzero_si256();
+    for (int jp = 0; jp < 4; ++jp) {
+      const uint8_t* qb = a.quants + sb * 2048 + jp * 512;
+      for (int h = 0; h < 2; ++h) {
+        __m256i sl[RM], sh[RM];
+        for (int r = 0; r < RM; ++r) sl[r] = sh[r] = _mm256_setzero_si256();
+        for (int g = 0; g < 8; ++g) {
+          const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(qb + 64 * g + 32 * h));
+          const __m256i lo = _mm256_and_si256(v, low4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+          for (int r = 0; r < RM; ++r) {
+            const __m256i xl = _mm256_set1_epi32(load_i32(xb + r * a.k + 64 * jp + 4 * g));
+            const __m256i xh = _mm256_set1_epi32(load_i32(xb + r * a.k + 64 * jp + 32 + 4 * g));
+            sl[r] = _mm256_add_epi16(sl[r], _mm256_maddubs_epi16(lo, xl));
+            sh[r] = _mm256_add_epi16(sh[r], _mm256_maddubs_epi16(hi, xh));
+          }
+        }
+        const uint8_t* sc = meta + kQ4kScales + 2 * jp * kRows + 8 * h;
+        const __m256i scl = _mm256_mullo_epi32(
+            _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc))), pair16);
+        const __m256i sch = _mm256_mullo_epi32(
+            _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc + kRows))), pair16);
+        for (int r = 0; r < RM; ++r)
+          sumi[r][h] = _mm256_add_epi32(
+              sumi[r][h], _mm256_add_epi32(_mm256_madd_epi16(sl[r], scl), _mm256_madd_epi16(sh[r], sch)));
+      }
+    }
+    for (int h = 0; h < 2; ++h) {
+      __m256i mins[4];
+      for (int i = 0; i < 4; ++i) {
+        const uint8_t* mp = meta + kQ4kMins + 2 * i * kRows + 8 * h;
+        mins[i] = _mm256_or_si256(
+            _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(mp))),
+            _mm256_slli_epi32(
+                _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(mp + kRows))), 16));
+      }
+      const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(meta + 16 * h)));
+      const __m256 dmin =
+          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(meta + kQ4kDmin + 16 * h)));
+      for (int r = 0; r < RM; ++r) {
+        const int16_t* xs = a.xs16 + (r * a.nb + sb) * 8;
+        __m256i summ = _mm256_setzero_si256();
+        for (int i = 0; i < 4; ++i) {
+          int32_t pair;
+          std::memcpy(&pair, xs + 2 * i, 4);
+          summ = _mm256_add_epi32(summ, _mm256_madd_epi16(mins[i], _mm256_set1_epi32(pair)));
+        }
+        const __m256 dx = _mm256_set1_ps(a.xd[r * a.nb + sb]);
+        acc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[r][h]), _mm256_mul_ps(d, dx), acc[r][h]);
+        acc[r][h] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(summ), _mm256_mul_ps(dmin, dx), acc[r][h]);
+      }
     }
   }
   for (int r = 0; r < RM; ++r)
@@ -203,12 +362,22 @@ constexpr TileSet kVnniTiles = {4,
                                  {vnni::tile<4, 1, kQ4>, vnni::tile<4, 2, kQ4>}}};
 template <bool kQ4>
 constexpr TileSet kAvx2Tiles = {2, 1, {{avx2::tile<1, 1, kQ4>, nullptr}, {avx2::tile<2, 1, kQ4>, nullptr}}};
+// Q4_K: 4 rows x 1 panel on VNNI (sumi, and the two sub-block dots, live across a pair: 16 zmm), 2 x 1 on
+// AVX2.
+constexpr TileSet kVnniQ4kTiles = {4,
+                                   1,
+                                   {{vnni::tile_q4k<1, 1>, nullptr},
+                                    {vnni::tile_q4k<2, 1>, nullptr},
+                                    {vnni::tile_q4k<3, 1>, nullptr},
+                                    {vnni::tile_q4k<4, 1>, nullptr}}};
+constexpr TileSet kAvx2Q4kTiles = {2, 1, {{avx2::tile_q4k<1, 1>, nullptr}, {avx2::tile_q4k<2, 1>, nullptr}}};
 
 // Grows only: once warm, a forward allocates nothing.
 struct Scratch {
   std::vector<int8_t> q;
   std::vector<float> d;
   std::vector<int32_t> s;
+  std::vector<int16_t> s16;
 };
 thread_local Scratch tls_scratch;
 
@@ -244,8 +413,9 @@ std::shared_ptr<T> aligned_array(size_t count) {
 }  // namespace
 
 bool LinearPacked::can_pack(GgmlType type, int64_t rows, int64_t cols) {
-  return (type == GgmlType::kQ8_0 || type == GgmlType::kQ4_0) && rows > 0 && rows % kRows == 0 && cols > 0 &&
-         cols % kQK8_0 == 0;
+  const int64_t block = type == GgmlType::kQ4_K ? kQK_K : kQK8_0;
+  return (type == GgmlType::kQ8_0 || type == GgmlType::kQ4_0 || type == GgmlType::kQ4_K) && rows > 0 &&
+         rows % kRows == 0 && cols > 0 && cols % block == 0;
 }
 
 bool LinearPacked::supported(Kernel kernel) {
@@ -272,15 +442,25 @@ const char* LinearPacked::kernel_name(Kernel kernel) {
   return "?";
 }
 
+size_t LinearPacked::quant_bytes_per_block() const {
+  return type_ == GgmlType::kQ8_0 ? 512 : type_ == GgmlType::kQ4_0 ? 256 : 2048;
+}
+size_t LinearPacked::meta_bytes_per_block() const {
+  return type_ == GgmlType::kQ4_K ? kQ4kMetaBytes : 32;
+}
+int64_t LinearPacked::block_elements() const {
+  return type_ == GgmlType::kQ4_K ? kQK_K : kQK8_0;
+}
+
 size_t LinearPacked::weight_bytes() const {
-  return static_cast<size_t>(rows_ / kRows * blocks_) * (quant_bytes_per_block() + kRows * sizeof(uint16_t));
+  return static_cast<size_t>(rows_ / kRows * blocks_) * (quant_bytes_per_block() + meta_bytes_per_block());
 }
 
 LinearPacked LinearPacked::pack(GgmlType type, const void* blocks, int64_t rows, int64_t cols,
                                 Kernel kernel) {
   if (!can_pack(type, rows, cols))
     fail("LinearPacked: cannot pack a ", rows, " x ", cols, " ", ggml_type_name(static_cast<uint32_t>(type)),
-         " matrix (Q8_0 or Q4_0, rows a multiple of ", kRows, ", columns of ", kQK8_0, ")");
+         " matrix (Q8_0, Q4_0 or Q4_K, rows a multiple of ", kRows, ", whole blocks per row)");
   if (kernel == Kernel::kAuto) kernel = best_kernel();
   if (!supported(kernel)) fail("LinearPacked: this CPU cannot run the ", kernel_name(kernel), " kernel");
   LinearPacked l;
@@ -288,24 +468,35 @@ LinearPacked LinearPacked::pack(GgmlType type, const void* blocks, int64_t rows,
   l.kernel_ = kernel;
   l.rows_ = rows;
   l.cols_ = cols;
-  l.blocks_ = cols / kQK8_0;
+  l.blocks_ = cols / l.block_elements();
   const int64_t panels = rows / kRows, nb = l.blocks_;
-  const size_t qbytes = l.quant_bytes_per_block(), row_bytes = ggml_row_bytes(type, cols);
+  const size_t qbytes = l.quant_bytes_per_block(), mbytes = l.meta_bytes_per_block();
+  const size_t row_bytes = ggml_row_bytes(type, cols);
   l.quants_ = aligned_array<uint8_t>(static_cast<size_t>(panels * nb) * qbytes);
-  l.scales_ = aligned_array<uint16_t>(static_cast<size_t>(panels * nb) * kRows);
+  l.meta_ = aligned_array<uint8_t>(static_cast<size_t>(panels * nb) * mbytes);
   const auto* src = static_cast<const uint8_t*>(blocks);
-  const bool q4 = type == GgmlType::kQ4_0;
-  const uint8_t bias = !q4 && kernel == Kernel::kAvx512Vnni ? 0x80 : 0;  // w + 128 as unsigned bytes
-  const size_t block_bytes = q4 ? sizeof(BlockQ4_0) : sizeof(BlockQ8_0);
+  const size_t block_bytes = ggml_row_bytes(type, l.block_elements());
+  const uint8_t bias = type == GgmlType::kQ8_0 && kernel == Kernel::kAvx512Vnni ? 0x80 : 0;  // w + 128
 #pragma omp parallel for schedule(static)
   for (int64_t p = 0; p < panels; ++p)
     for (int64_t b = 0; b < nb; ++b) {
       uint8_t* q = l.quants_.get() + static_cast<size_t>(p * nb + b) * qbytes;
-      uint16_t* s = l.scales_.get() + static_cast<size_t>(p * nb + b) * kRows;
+      uint8_t* meta = l.meta_.get() + static_cast<size_t>(p * nb + b) * mbytes;
       for (int r = 0; r < kRows; ++r) {
         const uint8_t* blk = src + static_cast<size_t>(p * kRows + r) * row_bytes + b * block_bytes;
-        std::memcpy(&s[r], blk, 2);
-        const int groups = q4 ? 4 : 8;
+        if (type == GgmlType::kQ4_K) {  // f16 d, f16 dmin, 12 bytes of scales / mins, 128 bytes of nibbles
+          std::memcpy(meta + 2 * r, blk, 2);
+          std::memcpy(meta + kQ4kDmin + 2 * r, blk + 2, 2);
+          for (int j = 0; j < 8; ++j)
+            q4k_scale_min(j, blk + 4, &meta[kQ4kScales + j * kRows + r], &meta[kQ4kMins + j * kRows + r]);
+          for (int jp = 0; jp < 4; ++jp)
+            for (int g = 0; g < 8; ++g)
+              for (int i = 0; i < 4; ++i)
+                q[jp * 512 + (g * kRows + r) * 4 + i] = blk[16 + 32 * jp + 4 * g + i];
+          continue;
+        }
+        std::memcpy(meta + 2 * r, blk, 2);
+        const int groups = type == GgmlType::kQ4_0 ? 4 : 8;
         for (int g = 0; g < groups; ++g)
           for (int i = 0; i < 4; ++i) q[(g * kRows + r) * 4 + i] = blk[2 + 4 * g + i] ^ bias;
       }
@@ -323,25 +514,54 @@ LinearPacked LinearPacked::quantize_f32(GgmlType type, const float* w, int64_t r
   return pack(type, blocks.data(), rows, cols, kernel);
 }
 
-void LinearPacked::dequantize_row(int64_t row, float* out) const {
-  const int64_t p = row / kRows, r = row % kRows, nb = blocks_;
-  const size_t qbytes = quant_bytes_per_block();
+// Row `row`'s integer weights of block b (q - 8 for Q4_0; the 4-bit q for Q4_K), read back from the panel.
+void LinearPacked::block_ints(int64_t row, int64_t b, int32_t* out) const {
+  const int64_t p = row / kRows, r = row % kRows;
+  const uint8_t* q = quants_.get() + static_cast<size_t>(p * blocks_ + b) * quant_bytes_per_block();
+  if (type_ == GgmlType::kQ4_K) {
+    for (int jp = 0; jp < 4; ++jp)
+      for (int g = 0; g < 8; ++g)
+        for (int i = 0; i < 4; ++i) {
+          const uint8_t byte = q[jp * 512 + (g * kRows + r) * 4 + i];
+          out[64 * jp + 4 * g + i] = byte & 0xF;
+          out[64 * jp + 32 + 4 * g + i] = byte >> 4;
+        }
+    return;
+  }
   const bool q4 = type_ == GgmlType::kQ4_0;
   const uint8_t bias = !q4 && kernel_ == Kernel::kAvx512Vnni ? 0x80 : 0;
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* q = quants_.get() + static_cast<size_t>(p * nb + b) * qbytes;
-    const float d = f16_to_f32(scales_.get()[static_cast<size_t>(p * nb + b) * kRows + r]);
-    float* o = out + b * kQK8_0;
-    for (int g = 0; g < (q4 ? 4 : 8); ++g)
-      for (int i = 0; i < 4; ++i) {
-        const uint8_t byte = q[(g * kRows + r) * 4 + i];
-        if (q4) {
-          o[4 * g + i] = static_cast<float>((byte & 0xF) - 8) * d;
-          o[16 + 4 * g + i] = static_cast<float>((byte >> 4) - 8) * d;
-        } else {
-          o[4 * g + i] = static_cast<float>(static_cast<int8_t>(byte ^ bias)) * d;
-        }
+  for (int g = 0; g < (q4 ? 4 : 8); ++g)
+    for (int i = 0; i < 4; ++i) {
+      const uint8_t byte = q[(g * kRows + r) * 4 + i];
+      if (q4) {
+        out[4 * g + i] = (byte & 0xF) - 8;
+        out[16 + 4 * g + i] = (byte >> 4) - 8;
+      } else {
+        out[4 * g + i] = static_cast<int8_t>(byte ^ bias);
       }
+    }
+}
+
+void LinearPacked::dequantize_row(int64_t row, float* out) const {
+  const int64_t p = row / kRows, r = row % kRows, be = block_elements();
+  std::vector<int32_t> ints(static_cast<size_t>(be));
+  for (int64_t b = 0; b < blocks_; ++b) {
+    const uint8_t* meta = meta_.get() + static_cast<size_t>(p * blocks_ + b) * meta_bytes_per_block();
+    block_ints(row, b, ints.data());
+    float* o = out + b * be;
+    uint16_t h;
+    std::memcpy(&h, meta + 2 * r, 2);
+    const float d = f16_to_f32(h);
+    if (type_ != GgmlType::kQ4_K) {
+      for (int e = 0; e < be; ++e) o[e] = static_cast<float>(ints[static_cast<size_t>(e)]) * d;
+      continue;
+    }
+    std::memcpy(&h, meta + kQ4kDmin + 2 * r, 2);
+    const float dmin = f16_to_f32(h);
+    for (int j = 0; j < 8; ++j) {  // as ggml's dequantize_row_q4_K
+      const float d1 = d * meta[kQ4kScales + j * kRows + r], m1 = dmin * meta[kQ4kMins + j * kRows + r];
+      for (int e = 0; e < 32; ++e) o[32 * j + e] = d1 * static_cast<float>(ints[32 * j + e]) - m1;
+    }
   }
 }
 
@@ -349,17 +569,24 @@ void LinearPacked::forward(const float* x, int64_t rows, float* y, bool accumula
   if (rows <= 0) return;
   ScopedKernelTimer timer(KernelKind::kMatmul);
   const int64_t k = cols_, nb = blocks_, panels = rows_ / kRows;
+  const bool q4k = type_ == GgmlType::kQ4_K;
   Scratch& s = tls_scratch;
   int8_t* xq = grow(s.q, rows * k);
   float* xd = grow(s.d, rows * nb);
-  int32_t* xs = grow(s.s, rows * nb);
-  const bool q4 = type_ == GgmlType::kQ4_0;
-  const TileSet& tiles = kernel_ == Kernel::kAvx512Vnni ? (q4 ? kVnniTiles<true> : kVnniTiles<false>)
-                                                        : (q4 ? kAvx2Tiles<true> : kAvx2Tiles<false>);
-  const size_t qstride = static_cast<size_t>(nb) * quant_bytes_per_block(),
-               sstride = static_cast<size_t>(nb) * kRows;
+  int32_t* xs = q4k ? nullptr : grow(s.s, rows * nb);
+  int16_t* xs16 = q4k ? grow(s.s16, rows * nb * 8) : nullptr;
+  const bool vnni = kernel_ == Kernel::kAvx512Vnni;
+  const TileSet& tiles = q4k                        ? (vnni ? kVnniQ4kTiles : kAvx2Q4kTiles)
+                         : type_ == GgmlType::kQ4_0 ? (vnni ? kVnniTiles<true> : kAvx2Tiles<true>)
+                                                    : (vnni ? kVnniTiles<false> : kAvx2Tiles<false>);
+  const size_t qstride = static_cast<size_t>(nb) * quant_bytes_per_block();
+  const size_t mstride = static_cast<size_t>(nb) * meta_bytes_per_block();
   const int64_t items = (panels + tiles.panels - 1) / tiles.panels;
   const auto quantize_row = [&](int64_t r) {
+    if (q4k) {
+      quantize_row_q8_k(x + r * k, k, xq + r * k, xd + r * nb, xs16 + r * nb * 8);
+      return;
+    }
     quantize_row_q8_avx2(x + r * k, k, xq + r * k, xd + r * nb);
     block_sums(xq + r * k, nb, xs + r * nb);
   };
@@ -372,14 +599,15 @@ void LinearPacked::forward(const float* x, int64_t rows, float* y, bool accumula
     for (int64_t m0 = 0; m0 < rows; m0 += tiles.rows) {
       const int nm = static_cast<int>(std::min<int64_t>(tiles.rows, rows - m0));
       const TileArgs a{quants_.get() + p0 * qstride,
-                       scales_.get() + p0 * sstride,
+                       meta_.get() + p0 * mstride,
                        qstride,
-                       sstride,
+                       mstride,
                        nb,
                        k,
                        xq + m0 * k,
                        xd + m0 * nb,
-                       xs + m0 * nb,
+                       xs ? xs + m0 * nb : nullptr,
+                       xs16 ? xs16 + m0 * nb * 8 : nullptr,
                        y + m0 * rows_ + p0 * kRows,
                        rows_,
                        accumulate};
@@ -402,38 +630,48 @@ void LinearPacked::forward(const float* x, int64_t rows, float* y, bool accumula
 }
 
 void LinearPacked::forward_reference(const float* x, int64_t rows, float* y, bool accumulate) const {
-  const int64_t k = cols_, nb = blocks_;
+  const int64_t k = cols_, nb = blocks_, be = block_elements();
+  const bool q4k = type_ == GgmlType::kQ4_K;
   std::vector<int8_t> xq(static_cast<size_t>(rows * k));
   std::vector<float> xd(static_cast<size_t>(rows * nb));
-  quantize_activations_q8(x, rows, k, xq.data(), xd.data());
-  std::vector<float> w(static_cast<size_t>(k));
+  std::vector<int16_t> xs(static_cast<size_t>(rows * nb * 8));
+  if (q4k)
+    quantize_activations_q8_k(x, rows, k, xq.data(), xd.data(), xs.data());
+  else
+    quantize_activations_q8(x, rows, k, xq.data(), xd.data());
+  std::vector<int32_t> w(static_cast<size_t>(k));
   for (int64_t n = 0; n < rows_; ++n) {
-    // The integer weights and scales of row n, read back from the panels.
-    std::vector<int32_t> wi(static_cast<size_t>(k));
-    std::vector<float> dw(static_cast<size_t>(nb));
     const int64_t p = n / kRows, r = n % kRows;
-    const bool q4 = type_ == GgmlType::kQ4_0;
-    const uint8_t bias = !q4 && kernel_ == Kernel::kAvx512Vnni ? 0x80 : 0;
-    for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* q = quants_.get() + static_cast<size_t>(p * nb + b) * quant_bytes_per_block();
-      dw[b] = f16_to_f32(scales_.get()[static_cast<size_t>(p * nb + b) * kRows + r]);
-      for (int g = 0; g < (q4 ? 4 : 8); ++g)
-        for (int i = 0; i < 4; ++i) {
-          const uint8_t byte = q[(g * kRows + r) * 4 + i];
-          if (q4) {
-            wi[b * kQK8_0 + 4 * g + i] = (byte & 0xF) - 8;
-            wi[b * kQK8_0 + 16 + 4 * g + i] = (byte >> 4) - 8;
-          } else {
-            wi[b * kQK8_0 + 4 * g + i] = static_cast<int8_t>(byte ^ bias);
-          }
-        }
-    }
+    for (int64_t b = 0; b < nb; ++b) block_ints(n, b, w.data() + b * be);
     for (int64_t m = 0; m < rows; ++m) {
+      const int8_t* xr = xq.data() + m * k;
       float acc = 0;
       for (int64_t b = 0; b < nb; ++b) {
-        int32_t dot = 0;
-        for (int e = 0; e < kQK8_0; ++e) dot += wi[b * kQK8_0 + e] * xq[m * k + b * kQK8_0 + e];
-        acc = std::fma(static_cast<float>(dot), dw[b] * xd[m * nb + b], acc);
+        const uint8_t* meta = meta_.get() + static_cast<size_t>(p * nb + b) * meta_bytes_per_block();
+        uint16_t h;
+        std::memcpy(&h, meta + 2 * r, 2);
+        const float d = f16_to_f32(h), dx = xd[m * nb + b];
+        const int32_t* wb = w.data() + b * be;
+        if (!q4k) {
+          int32_t dot = 0;
+          for (int e = 0; e < kQK8_0; ++e) dot += wb[e] * xr[b * kQK8_0 + e];
+          acc = std::fma(static_cast<float>(dot), d * dx, acc);
+          continue;
+        }
+        // Q4_K: sum_j sc_j * (q . x over sub-block j), and sum_j m_j * (sum of x over sub-block j).
+        int32_t sumi = 0, summ = 0;
+        for (int j = 0; j < 8; ++j) {
+          int32_t dot = 0, xsum = 0;
+          for (int e = 0; e < 32; ++e) {
+            dot += wb[32 * j + e] * xr[b * kQK_K + 32 * j + e];
+            xsum += xr[b * kQK_K + 32 * j + e];
+          }
+          sumi += meta[kQ4kScales + j * kRows + r] * dot;
+          summ += meta[kQ4kMins + j * kRows + r] * xsum;
+        }
+        std::memcpy(&h, meta + kQ4kDmin + 2 * r, 2);
+        acc = std::fma(static_cast<float>(sumi), d * dx, acc);
+        acc = std::fma(-static_cast<float>(summ), f16_to_f32(h) * dx, acc);
       }
       float& out = y[m * rows_ + n];
       out = accumulate ? out + acc : acc;

@@ -1,8 +1,8 @@
-// y[M, N] (+)= x[M, K] · Wᵀ for Q8_0 and Q4_0 weights repacked once, at load, into panels of 16 weight rows:
-// the layout that lets an int8 multiply-add work on 16 output columns at once, with no horizontal sums and
-// one float conversion per block and 16 columns (the in-place LinearGgml tiles spend a conversion, a scale
-// product and an FMA per block, row and column, which is as many instructions as f32 GEMM has for the same
-// products; that is why in place Q8_0 runs no faster than f32 sgemm at 256 rows).
+// y[M, N] (+)= x[M, K] · Wᵀ for Q8_0, Q4_0 and Q4_K weights repacked once, at load, into panels of 16 weight
+// rows: the layout that lets an int8 multiply-add work on 16 output columns at once, with no horizontal sums
+// and one float conversion per block and 16 columns (the in-place LinearGgml tiles spend a conversion, a
+// scale product and an FMA per block, row and column, which is as many instructions as f32 GEMM has for the
+// same products; that is why in place Q8_0 runs no faster than f32 sgemm at 256 rows).
 //
 // Per panel p (weight rows 16p .. 16p+15) and block b (elements 32b .. 32b+31) the panel stores
 //   scales: 16 f16, the rows' block scales (as the file has them);
@@ -12,6 +12,13 @@
 //     128);
 //   quants, Q4_0: 4 groups x 16 rows x 4 bytes, the file's own bytes re-ordered: byte (g * 16 + r) * 4 + i is
 //     the file's qs[4g + i] of row r, whose low nibble is element 4g + i and high nibble element 16 + 4g + i.
+//   Q4_K, per super-block of 256: quants as 4 pairs of sub-blocks x 8 groups x 16 rows x 4 bytes, byte
+//     (jp * 128 + g * 16 + r) * 4 + i being the file's qs[32 jp + 4g + i] of row r (low nibble: element 4g +
+//     i of sub-block 2jp, high nibble: of sub-block 2jp + 1); metadata: d and dmin (16 f16 each) and the
+//     6-bit scales and mins unpacked to bytes, [sub-block][row] (320 bytes per panel and super-block where
+//     the file has 256: 2.8% more). Activations Q8_K (256-blocks, sums of each 32); per output and
+//     super-block acc = fma(float(sum_j sc_j * dot_j), d * d_x, acc), then fma(-float(sum_j m_j * xsum_j),
+//     dmin * d_x, acc).
 // A broadcast of 4 activation bytes against one 64-byte group multiplies 16 rows x 4 elements. The offsets
 // (128 for biased Q8_0, 8 for Q4_0) multiply the block's sum of activation int8s, computed once per
 // activation row and block: the dot starts from -offset * sum(x) instead of 0.
@@ -20,9 +27,10 @@
 // acc or y + acc. forward_reference does exactly that in scalar code, and both kernels agree with it bit for
 // bit, for any thread count.
 //
-// Memory: the panels are the file's bytes re-ordered (1.0625 bytes a weight for Q8_0, 0.5625 for Q4_0, no
-// requantisation); the loader releases the mapped pages it packed from, so a loaded model stays about its
-// file's size. Needs rows % 16 == 0 and cols % 32 == 0 (can_pack); other shapes stay in LinearGgml.
+// Memory: the panels are the file's bytes re-ordered (1.0625 bytes a weight for Q8_0, 0.5625 for Q4_0, 0.578
+// for Q4_K; no requantisation); the loader releases the mapped pages it packed from, so a loaded model stays
+// about its file's size. Needs rows % 16 == 0 and whole blocks per row (can_pack); other shapes stay in
+// LinearGgml.
 #pragma once
 
 #include <cstddef>
@@ -40,7 +48,7 @@ class LinearPacked {
 
   LinearPacked() = default;
   static bool can_pack(GgmlType type, int64_t rows, int64_t cols);
-  // From `rows` rows of GGUF blocks of `type` (Q8_0 or Q4_0), any alignment; the data is copied into panels.
+  // From `rows` rows of GGUF blocks of `type` (Q8_0, Q4_0 or Q4_K), any alignment; copied into panels.
   // `kernel` picks the byte layout (kAuto: the fastest kernel this CPU runs).
   static LinearPacked pack(GgmlType type, const void* blocks, int64_t rows, int64_t cols,
                            Kernel kernel = Kernel::kAuto);
@@ -65,13 +73,16 @@ class LinearPacked {
   static const char* kernel_name(Kernel kernel);
 
  private:
-  size_t quant_bytes_per_block() const { return type_ == GgmlType::kQ8_0 ? 512 : 256; }
+  size_t quant_bytes_per_block() const;
+  size_t meta_bytes_per_block() const;
+  int64_t block_elements() const;  // 32, or 256 for Q4_K
+  void block_ints(int64_t row, int64_t b, int32_t* out) const;
 
   GgmlType type_ = GgmlType::kQ8_0;
   Kernel kernel_ = Kernel::kAvx2;
   int64_t rows_ = 0, cols_ = 0, blocks_ = 0;  // blocks_ per row
   std::shared_ptr<uint8_t> quants_;           // [panel][block][quant_bytes_per_block], 64-byte aligned
-  std::shared_ptr<uint16_t> scales_;          // [panel][block][16] f16
+  std::shared_ptr<uint8_t> meta_;             // [panel][block][meta_bytes_per_block]: scales (and mins)
 };
 
 }  // namespace dllm::quant
