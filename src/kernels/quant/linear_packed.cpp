@@ -43,6 +43,14 @@ struct TileArgs {
 // unpacked to bytes, [sub-block][row].
 constexpr size_t kQ4kDmin = 32, kQ4kScales = 64, kQ4kMins = 192, kQ4kMetaBytes = 320;
 
+// Few activation rows stream the weights from memory: each 64-byte line is prefetched this far ahead (within
+// the panel, so the hardware prefetcher's ramp-up at the start of each panel is hidden).
+constexpr int kPrefetchRows = 2;
+constexpr size_t kPrefetchBytes = 4096;
+inline void prefetch(const uint8_t* p) {
+  _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T0);
+}
+
 inline int32_t load_i32(const int8_t* p) {
   int32_t v;
   std::memcpy(&v, p, 4);
@@ -77,6 +85,7 @@ void tile(const TileArgs& a) {
       for (int g = 0; g < 4; ++g) {
         __m512i lo[RP], hi[RP];
         for (int p = 0; p < RP; ++p) {
+          if constexpr (RM <= kPrefetchRows) prefetch(qb + p * a.quant_stride + 64 * g);
           const __m512i v = _mm512_load_si512(qb + p * a.quant_stride + 64 * g);
           lo[p] = _mm512_and_si512(v, low4);
           hi[p] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
@@ -94,7 +103,10 @@ void tile(const TileArgs& a) {
 #pragma GCC unroll 8
       for (int g = 0; g < 8; ++g) {
         __m512i w[RP];
-        for (int p = 0; p < RP; ++p) w[p] = _mm512_load_si512(qb + p * a.quant_stride + 64 * g);
+        for (int p = 0; p < RP; ++p) {
+          if constexpr (RM <= kPrefetchRows) prefetch(qb + p * a.quant_stride + 64 * g);
+          w[p] = _mm512_load_si512(qb + p * a.quant_stride + 64 * g);
+        }
         for (int r = 0; r < RM; ++r) {
           const __m512i x4 = _mm512_set1_epi32(load_i32(xb + r * a.k + 4 * g));
           for (int p = 0; p < RP; ++p) dot[r][p] = _mm512_dpbusd_epi32(dot[r][p], w[p], x4);
@@ -140,6 +152,7 @@ void tile_q4k(const TileArgs& a) {
       for (int g = 0; g < 8; ++g) {
         __m512i lo[RP], hi[RP];
         for (int p = 0; p < RP; ++p) {
+          if constexpr (RM <= kPrefetchRows) prefetch(qb + p * a.quant_stride + 64 * g);
           const __m512i v = _mm512_load_si512(qb + p * a.quant_stride + 64 * g);
           lo[p] = _mm512_and_si512(v, low4);
           hi[p] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
@@ -370,6 +383,9 @@ constexpr TileSet kVnniQ4kTiles = {4,
                                     {vnni::tile_q4k<2, 1>, nullptr},
                                     {vnni::tile_q4k<3, 1>, nullptr},
                                     {vnni::tile_q4k<4, 1>, nullptr}}};
+// With 1-2 rows the weights stream from memory: 2 panels a tile give 4 independent vpdpbusd chains per row.
+constexpr TileSet kVnniQ4kStreamTiles = {
+    2, 2, {{vnni::tile_q4k<1, 1>, vnni::tile_q4k<1, 2>}, {vnni::tile_q4k<2, 1>, vnni::tile_q4k<2, 2>}}};
 constexpr TileSet kAvx2Q4kTiles = {2, 1, {{avx2::tile_q4k<1, 1>, nullptr}, {avx2::tile_q4k<2, 1>, nullptr}}};
 
 // Grows only: once warm, a forward allocates nothing.
@@ -576,12 +592,22 @@ void LinearPacked::forward(const float* x, int64_t rows, float* y, bool accumula
   int32_t* xs = q4k ? nullptr : grow(s.s, rows * nb);
   int16_t* xs16 = q4k ? grow(s.s16, rows * nb * 8) : nullptr;
   const bool vnni = kernel_ == Kernel::kAvx512Vnni;
-  const TileSet& tiles = q4k                        ? (vnni ? kVnniQ4kTiles : kAvx2Q4kTiles)
+  const TileSet& tiles = q4k ? (vnni ? (rows <= 2 ? kVnniQ4kStreamTiles : kVnniQ4kTiles) : kAvx2Q4kTiles)
                          : type_ == GgmlType::kQ4_0 ? (vnni ? kVnniTiles<true> : kAvx2Tiles<true>)
                                                     : (vnni ? kVnniTiles<false> : kAvx2Tiles<false>);
   const size_t qstride = static_cast<size_t>(nb) * quant_bytes_per_block();
   const size_t mstride = static_cast<size_t>(nb) * meta_bytes_per_block();
-  const int64_t items = (panels + tiles.panels - 1) / tiles.panels;
+  // A work item is a run of panels against every activation row, tile after tile: the panels' weights stay
+  // in L2 while the rows stream past. With few rows the weights stream from memory, and an item is made at
+  // least 64 KiB long so each thread reads long contiguous runs (2 threads on 1-panel items of Q4_K read
+  // 24 GB/s here, on 4-panel items 30+). Each output is computed by one thread in a fixed order: the same
+  // bits for any thread count.
+  const size_t panel_bytes = qstride + mstride;
+  int64_t item_panels = tiles.panels;
+  if (rows <= 4)
+    while (static_cast<size_t>(item_panels) * panel_bytes < (size_t{64} << 10) && item_panels < panels)
+      item_panels += tiles.panels;
+  const int64_t items = (panels + item_panels - 1) / item_panels;
   const auto quantize_row = [&](int64_t r) {
     if (q4k) {
       quantize_row_q8_k(x + r * k, k, xq + r * k, xd + r * nb, xs16 + r * nb * 8);
@@ -590,28 +616,27 @@ void LinearPacked::forward(const float* x, int64_t rows, float* y, bool accumula
     quantize_row_q8_avx2(x + r * k, k, xq + r * k, xd + r * nb);
     block_sums(xq + r * k, nb, xs + r * nb);
   };
-  // An item is `tiles.panels` panels against every activation row, tile after tile: the panels' weights stay
-  // in L2 while the rows stream past. Each output is computed by one thread in a fixed order: the same bits
-  // for any thread count.
   const auto run_item = [&](int64_t item) {
-    const int64_t p0 = item * tiles.panels;
-    const int np = static_cast<int>(std::min<int64_t>(tiles.panels, panels - p0));
-    for (int64_t m0 = 0; m0 < rows; m0 += tiles.rows) {
-      const int nm = static_cast<int>(std::min<int64_t>(tiles.rows, rows - m0));
-      const TileArgs a{quants_.get() + p0 * qstride,
-                       meta_.get() + p0 * mstride,
-                       qstride,
-                       mstride,
-                       nb,
-                       k,
-                       xq + m0 * k,
-                       xd + m0 * nb,
-                       xs ? xs + m0 * nb : nullptr,
-                       xs16 ? xs16 + m0 * nb * 8 : nullptr,
-                       y + m0 * rows_ + p0 * kRows,
-                       rows_,
-                       accumulate};
-      tiles.fn[nm - 1][np - 1](a);
+    const int64_t end = std::min(panels, (item + 1) * item_panels);
+    for (int64_t p0 = item * item_panels; p0 < end; p0 += tiles.panels) {
+      const int np = static_cast<int>(std::min<int64_t>(tiles.panels, end - p0));
+      for (int64_t m0 = 0; m0 < rows; m0 += tiles.rows) {
+        const int nm = static_cast<int>(std::min<int64_t>(tiles.rows, rows - m0));
+        const TileArgs a{quants_.get() + p0 * qstride,
+                         meta_.get() + p0 * mstride,
+                         qstride,
+                         mstride,
+                         nb,
+                         k,
+                         xq + m0 * k,
+                         xd + m0 * nb,
+                         xs ? xs + m0 * nb : nullptr,
+                         xs16 ? xs16 + m0 * nb * 8 : nullptr,
+                         y + m0 * rows_ + p0 * kRows,
+                         rows_,
+                         accumulate};
+        tiles.fn[nm - 1][np - 1](a);
+      }
     }
   };
   // Inside a parallel region (experts, one per thread) the work stays on this thread without a nested region.
