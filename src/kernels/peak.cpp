@@ -59,7 +59,62 @@ __attribute__((target("avx512f"))) double fma_flops_avx512(double seconds) {
   return sink == 12345.0f ? flops + 1 : flops;
 }
 
+bool has_vnni() {
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vnni");
+}
+
+// Products one thread does in `seconds` of independent vpmaddubsw + vpmaddwd + vpaddd chains (256-bit).
+double int8_products_avx2(double seconds) {
+  __m256i acc[kChains];
+  for (int c = 0; c < kChains; ++c) acc[c] = _mm256_set1_epi32(c);
+  const __m256i a = _mm256_set1_epi8(3), b = _mm256_set1_epi8(-5), ones = _mm256_set1_epi16(1);
+  double products = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  while (elapsed_since(t0) < seconds) {
+    for (int64_t i = 0; i < kInner; ++i)
+      for (int c = 0; c < kChains; ++c)
+        acc[c] = _mm256_add_epi32(acc[c], _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), ones));
+    products += 32.0 * kChains * kInner;
+  }
+  int sink = 0;
+  for (int c = 0; c < kChains; ++c) sink += _mm256_extract_epi32(acc[c], 0);
+  return sink == 12345 ? products + 1 : products;
+}
+
+__attribute__((target("avx512f,avx512vnni"))) double int8_products_vnni(double seconds) {
+  __m512i acc[kChains];
+  for (int c = 0; c < kChains; ++c) acc[c] = _mm512_set1_epi32(c);
+  const __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-5);
+  double products = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  while (elapsed_since(t0) < seconds) {
+    for (int64_t i = 0; i < kInner; ++i)
+      for (int c = 0; c < kChains; ++c) acc[c] = _mm512_dpbusd_epi32(acc[c], a, b);
+    products += 64.0 * kChains * kInner;
+  }
+  int sink = 0;
+  alignas(64) int32_t lanes[16];
+  for (int c = 0; c < kChains; ++c) {
+    _mm512_store_si512(lanes, acc[c]);
+    sink += lanes[0];
+  }
+  return sink == 12345 ? products + 1 : products;
+}
+
 }  // namespace
+
+const char* int8_dot_peak_isa() {
+  return has_vnni() ? "AVX512_VNNI" : "AVX2";
+}
+
+double measure_int8_dot_peak_gops(double seconds) {
+  const bool vnni = has_vnni();
+  double total = 0;
+  const auto start = std::chrono::steady_clock::now();
+#pragma omp parallel reduction(+ : total)
+  total += vnni ? int8_products_vnni(seconds) : int8_products_avx2(seconds);
+  return 2 * total / elapsed_since(start) / 1e9;
+}
 
 const char* f32_fma_peak_isa() {
   return has_avx512() ? "AVX-512" : "AVX2";

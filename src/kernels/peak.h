@@ -9,6 +9,12 @@ double measure_f32_fma_peak_gflops(double seconds = 0.3);
 // Which FMA measure_f32_fma_peak_gflops uses here: "AVX-512" or "AVX2".
 const char* f32_fma_peak_isa();
 
+// Int8 multiply-add throughput over all OpenMP threads, in GOP/s (2 ops per int8 product, as GFLOP/s counts
+// an FMA): independent chains of the instruction the quantized kernels use, AVX512_VNNI vpdpbusd on 512-bit
+// registers where cpuid says so (64 products each), else AVX2 vpmaddubsw + vpmaddwd + vpaddd (32 products).
+double measure_int8_dot_peak_gops(double seconds = 0.3);
+const char* int8_dot_peak_isa();  // "AVX512_VNNI" or "AVX2"
+
 // Memory read bandwidth over all OpenMP threads, in GB/s: every thread sums its part of a buffer far larger
 // than the caches (1 GiB), pass after pass for `seconds` (at least 3 passes); the median pass's rate. What a
 // matmul streaming its weights from memory can reach.

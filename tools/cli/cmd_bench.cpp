@@ -113,6 +113,9 @@ void run_ar_bench(const BenchOptions& o, Model& model, Transformer& transformer)
   }
   peak_f32 = std::max(peak_f32, measure_f32_fma_peak_gflops(0.5));
   const double bandwidth = measure_memory_read_gbs(0.5);
+  const bool int8_products =
+      transformer.packed_matrices() + transformer.ggml_matrices() + transformer.q8_matrices() > 0;
+  const double peak_int8 = int8_products ? measure_int8_dot_peak_gops(0.5) : 0;
   const double pp_t = median(pp_times), tg_t = median(tg_times);
   // Causal attention does about half the products of the bidirectional count.
   FlopCount f = count_flops(transformer.config(), 1, o.pp, o.pp - 1, 0);
@@ -123,23 +126,26 @@ void run_ar_bench(const BenchOptions& o, Model& model, Transformer& transformer)
   const double bytes_per_token = static_cast<double>(transformer.matrix_bytes());
   const double tg_gbs = bytes_per_token * tg_tok_s / 1e9;
   if (o.json) {
-    nlohmann::json out = {{"model", mi.path},
-                          {"architecture", mi.architecture},
-                          {"threads", omp_get_max_threads()},
-                          {"load_average_before", loadavg()},
-                          {"pp", o.pp},
-                          {"tg", o.tg},
-                          {"pp_tokens_per_second", pp_tok_s},
-                          {"pp_gflops", pp_gflops},
-                          {"peak_f32_fma_gflops_measured", peak_f32},
-                          {"pp_fraction_of_peak", pp_gflops / peak_f32},
-                          {"tg_tokens_per_second", tg_tok_s},
-                          {"weight_gb", bytes_per_token / 1e9},
-                          {"tg_gb_per_s", tg_gbs},
-                          {"memory_read_gb_per_s_measured", bandwidth},
-                          {"tg_fraction_of_bandwidth", tg_gbs / bandwidth},
-                          {"pp_seconds_all", pp_times},
-                          {"tg_seconds_all", tg_times}};
+    nlohmann::json out = {
+        {"model", mi.path},
+        {"architecture", mi.architecture},
+        {"threads", omp_get_max_threads()},
+        {"load_average_before", loadavg()},
+        {"pp", o.pp},
+        {"tg", o.tg},
+        {"pp_tokens_per_second", pp_tok_s},
+        {"pp_gflops", pp_gflops},
+        {"peak_f32_fma_gflops_measured", peak_f32},
+        {"pp_fraction_of_peak", pp_gflops / peak_f32},
+        {"peak_int8_gops_measured", int8_products ? nlohmann::json(peak_int8) : nullptr},
+        {"pp_fraction_of_int8_peak", int8_products ? nlohmann::json(pp_gflops / peak_int8) : nullptr},
+        {"tg_tokens_per_second", tg_tok_s},
+        {"weight_gb", bytes_per_token / 1e9},
+        {"tg_gb_per_s", tg_gbs},
+        {"memory_read_gb_per_s_measured", bandwidth},
+        {"tg_fraction_of_bandwidth", tg_gbs / bandwidth},
+        {"pp_seconds_all", pp_times},
+        {"tg_seconds_all", tg_times}};
     std::printf("%s\n", out.dump(2).c_str());
     return;
   }
@@ -151,6 +157,10 @@ void run_ar_bench(const BenchOptions& o, Model& model, Transformer& transformer)
       "pp%-6lld   %.1f tokens/s (median of %d), %.1f GFLOP/s = %.1f%% of the measured %s f32 FMA peak %.1f\n",
       static_cast<long long>(o.pp), pp_tok_s, o.repeat, pp_gflops, 100 * pp_gflops / peak_f32,
       f32_fma_peak_isa(), peak_f32);
+  if (int8_products)
+    std::printf(
+        "           %.1f%% of the measured %s int8 multiply-add peak %.1f GOP/s (quantized matrices)\n",
+        100 * pp_gflops / peak_int8, int8_dot_peak_isa(), peak_int8);
   std::printf(
       "tg%-6lld   %.2f tokens/s (median of %d), %.1f GB/s of weights = %.1f%% of the measured %.1f GB/s "
       "memory read bandwidth\n",
@@ -291,6 +301,7 @@ void run_bench(const BenchOptions& o) {
                quant::LinearGgml::kernel_name(quant::LinearGgml::best_kernel()) + ")";
   }
   std::string products = bf16_math ? "bf16" : "f32";
+  if (transformer->packed_matrices() + transformer->ggml_matrices() == matrices) products = "int8";
   if (q8 > 0 && q8 == matrices) {
     weights = "8-bit Q8_0";
     backend = "LinearQ8 (AVX2 int8)";
@@ -300,32 +311,39 @@ void run_bench(const BenchOptions& o) {
     backend += " + LinearQ8 (AVX2 int8)";
   }
 
+  // Quantized matrices multiply int8 x int8: their GOP/s against the measured int8 multiply-add peak.
+  const bool int8_products = transformer->packed_matrices() + transformer->ggml_matrices() + q8 > 0;
+  const double peak_int8 = int8_products ? measure_int8_dot_peak_gops(0.5) : 0;
   if (o.json) {
-    nlohmann::json out = {{"model", mi.path},
-                          {"compute", dtype_label(mi.precision)},
-                          {"weights", weights},
-                          {"q8_matrices", q8},
-                          {"products", products},
-                          {"matmul_backend", backend},
-                          {"threads", omp_get_max_threads()},
-                          {"load_average_before", load},
-                          {"layers", mi.n_layers},
-                          {"batch", o.batch},
-                          {"tokens", o.tokens},
-                          {"logits_from", o.logits_from},
-                          {"context", o.context},
-                          {"experts", experts},
-                          {"seconds_median", t},
-                          {"seconds_all", times},
-                          {"tokens_per_second", tok_s},
-                          {"gflops", gflops},
-                          {"gflop_per_forward", flops.total() / 1e9},
-                          {"peak_gflops", peak},
-                          {"peak_f32_fma_gflops_measured", peak_f32},
-                          {"peak_f32_fma_isa", f32_fma_peak_isa()},
-                          {"fraction_of_peak", gflops / peak},
-                          {"matmul_gflops", matmul_gflops},
-                          {"time_fraction", breakdown}};
+    nlohmann::json out = {
+        {"model", mi.path},
+        {"compute", dtype_label(mi.precision)},
+        {"weights", weights},
+        {"q8_matrices", q8},
+        {"products", products},
+        {"matmul_backend", backend},
+        {"threads", omp_get_max_threads()},
+        {"load_average_before", load},
+        {"layers", mi.n_layers},
+        {"batch", o.batch},
+        {"tokens", o.tokens},
+        {"logits_from", o.logits_from},
+        {"context", o.context},
+        {"experts", experts},
+        {"seconds_median", t},
+        {"seconds_all", times},
+        {"tokens_per_second", tok_s},
+        {"gflops", gflops},
+        {"gflop_per_forward", flops.total() / 1e9},
+        {"peak_gflops", peak},
+        {"peak_f32_fma_gflops_measured", peak_f32},
+        {"peak_f32_fma_isa", f32_fma_peak_isa()},
+        {"fraction_of_peak", gflops / peak},
+        {"matmul_gflops", matmul_gflops},
+        {"peak_int8_gops_measured", int8_products ? nlohmann::json(peak_int8) : nullptr},
+        {"peak_int8_isa", int8_dot_peak_isa()},
+        {"matmul_fraction_of_int8_peak", int8_products ? nlohmann::json(matmul_gflops / peak_int8) : nullptr},
+        {"time_fraction", breakdown}};
     std::printf("%s\n", out.dump(2).c_str());
     return;
   }
@@ -348,6 +366,10 @@ void run_bench(const BenchOptions& o) {
               100 * gflops / peak);
   std::printf("matmuls    %.1f GFLOP/s inside the matmul kernels (%.1f%% of peak)\n", matmul_gflops,
               100 * matmul_gflops / peak);
+  if (int8_products)
+    std::printf(
+        "int8       %.1f%% of the measured %s int8 multiply-add peak %.1f GOP/s (quantized matrices)\n",
+        100 * matmul_gflops / peak_int8, int8_dot_peak_isa(), peak_int8);
   if (o.context > 0)
     std::printf("cache      each forward ran %lld tokens against %lld cached positions\n",
                 static_cast<long long>(o.tokens), static_cast<long long>(o.context));
