@@ -199,6 +199,7 @@ void setup_eval(CLI::App& app) {
          "instead of random tokens")
       ->capture_default_str();
   cmd->add_option("-t,--threads", o->threads, "Threads (0 = all cores)")->capture_default_str();
+  add_weights_option(cmd);  // auto: the int8 kernels as generation runs them; f32: the format alone
   cmd->callback([o] { run_eval(*o); });
 }
 

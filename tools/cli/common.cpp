@@ -80,9 +80,9 @@ WeightFormat parse_weights(const std::string& name) {
 void add_weights_option(CLI::App* cmd) {
   cmd->add_option(
          "--weights", weights_flag(),
-         "GGUF weight matrices at run time: auto (Q4_K / Q6_K matrices and Q8_0 experts multiplied in place "
-         "from the file, other quantized matrices in 8 bits, plain files as --dtype) | f32 (dequantised at "
-         "load to --dtype) | q8 (all in 8 bits, Q8_0)")
+         "GGUF weight matrices at run time: auto (Q8_0 / Q4_0 / Q4_K matrices packed into 16-row panels, "
+         "experts and Q6_K multiplied in place from the file, int8 products; plain files as --dtype) | f32 "
+         "(dequantised at load to --dtype) | q8 (all in 8 bits, Q8_0)")
       ->capture_default_str();
 }
 
