@@ -29,7 +29,8 @@ enum class Precision { kAuto, kF32, kBF16 };
 // How the weight matrices of a GGUF file are held at run time (docs/gguf.md, "Quantized weights at run
 // time").
 enum class WeightFormat {
-  kAuto,  // quantized tensors (Q8_0, Q4_0, Q4_K, Q6_K) in 8 bits, plain ones (F32/F16/BF16) as `precision`
+  kAuto,  // quantized tensors (Q8_0, Q4_0, Q4_K, Q6_K) run on int8 products, plain ones (F32/F16/BF16) as
+          // `precision`
   kDequantize,  // every matrix dequantised once, at load, to `precision` (f32 or bf16)
   kQ8,          // every matrix in 8 bits (Q8_0 kept, the others quantised to Q8_0 at load); GGUF files only
 };
@@ -38,6 +39,11 @@ struct LoadOptions {
   Precision precision = Precision::kAuto;
   int threads = 0;  // 0 = all cores
   WeightFormat weights = WeightFormat::kAuto;
+  // kAuto only: repack the mixture-of-experts' Q8_0 / Q4_0 / Q4_K experts into 16-row panels too (as the
+  // dense matrices are) instead of multiplying them in place from the mapping. Faster (LLaDA2-mini shape,
+  // Q4_K: expert time 1.4x lower), the same resident size (the mapped pages are released), but the whole
+  // model is read and copied at load.
+  bool pack_experts = false;
 };
 
 struct ModelInfo {

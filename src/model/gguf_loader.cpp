@@ -45,8 +45,8 @@ std::optional<DType> plain_dtype(GgmlType t) {
 // Takes tensors by name, checks their shape (given in PyTorch order) and remembers which were used.
 class TensorTaker {
  public:
-  TensorTaker(std::shared_ptr<GgufFile> file, WeightFormat weights)
-      : file_(std::move(file)), weights_(weights) {}
+  TensorTaker(std::shared_ptr<GgufFile> file, WeightFormat weights, bool pack_experts)
+      : file_(std::move(file)), weights_(weights), pack_experts_(pack_experts) {}
 
   const GgufTensor& take(const std::string& name, std::vector<int64_t> shape) {
     const GgufTensor* t = file_->find_tensor(name);
@@ -121,7 +121,8 @@ class TensorTaker {
   }
 
   // `count` rows of `type` at `data`: in the mapped file, or in `moved` (rows re-ordered here).
-  //  * Q8_0 / Q4_0 / Q4_K, not an expert, whole panels (kAuto): repacked into 16-row panels
+  //  * Q8_0 / Q4_0 / Q4_K, not an expert (unless pack_experts), whole panels (kAuto): repacked into 16-row
+  //  panels
   //    (quant::LinearPacked, int8 products 16 columns at a time) and the mapped pages released: the file's
   //    bytes, once.
   //  * Q4_0, Q4_K and Q6_K otherwise, and Q8_0 experts: multiplied in place from the blocks
@@ -133,7 +134,7 @@ class TensorTaker {
                 bool expert, std::shared_ptr<std::vector<uint8_t>> moved) const {
     const bool k_quant = type == GgmlType::kQ4_K || type == GgmlType::kQ6_K;
     if (allow_q8 && weights_ == WeightFormat::kAuto) {
-      if (!expert && quant::LinearPacked::can_pack(type, count, in)) {
+      if ((!expert || pack_experts_) && quant::LinearPacked::can_pack(type, count, in)) {
         auto packed = quant::LinearPacked::pack(type, data, count, in);
         if (!moved) file_->release(data, ggml_row_bytes(type, in) * static_cast<size_t>(count));
         return packed;
@@ -173,6 +174,7 @@ class TensorTaker {
  private:
   std::shared_ptr<GgufFile> file_;
   WeightFormat weights_;
+  bool pack_experts_ = false;
   std::set<std::string> used_;
   std::string arch_;
 };
@@ -452,7 +454,7 @@ std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
   m.precision = ct == ComputeType::kF32 ? Precision::kF32 : Precision::kBF16;
   m.precision_reason = precision.reason;
 
-  TensorTaker take(file, options.weights);
+  TensorTaker take(file, options.weights, options.pack_experts);
   take.set_arch(arch);
   TransformerWeights w;
   const int64_t d = m.d_model;

@@ -24,10 +24,12 @@ namespace {
 
 const char* const kModels[] = {"llada2_tiny_f32", "sdar_tiny_f32", "sdar_moe_tiny_f32"};
 
-std::shared_ptr<Model> load(const std::string& path, WeightFormat weights = WeightFormat::kAuto) {
+std::shared_ptr<Model> load(const std::string& path, WeightFormat weights = WeightFormat::kAuto,
+                            bool pack_experts = false) {
   LoadOptions o;
   o.precision = Precision::kF32;
   o.weights = weights;
+  o.pack_experts = pack_experts;
   auto m = Model::load(path, o);
   EXPECT_TRUE(m.ok()) << (m.ok() ? "" : m.error());
   return m.ok() ? m.value() : nullptr;
@@ -322,6 +324,39 @@ TEST(BlockFamiliesGguf, Q8FileEqualsF32FileQuantisedAtLoad) {
     ++models;
   }
   EXPECT_EQ(models, 3);
+}
+
+// --pack-experts: the experts of the MoE models are packed into panels like the dense matrices (none left in
+// place), and the logits stay as close to the dequantised file as the in-place experts' (the same integer
+// products, another float order).
+TEST(BlockFamiliesGguf, PackedExpertsMatchInPlaceExperts) {
+  int models = 0;
+  for (const std::string name : {"llada2_tiny_f32", "sdar_moe_tiny_f32"}) {
+    for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_0}) {
+      auto in_place = load(converted(name, type));
+      auto packed = load(converted(name, type), WeightFormat::kAuto, /*pack_experts=*/true);
+      auto dequantised = load(converted(name, type), WeightFormat::kDequantize);
+      ASSERT_TRUE(in_place && packed && dequantised);
+      const auto& t = dynamic_cast<const Transformer&>(*packed);
+      EXPECT_GT(dynamic_cast<const Transformer&>(*in_place).ggml_matrices(), 0) << name;
+      EXPECT_EQ(t.ggml_matrices(), 0) << name;
+      EXPECT_EQ(t.packed_matrices(),
+                t.matrices() - t.config().info.n_layers + t.config().moe.first_dense_layers)
+          << name << ": every matrix but the f32 routers";
+      for (const auto& s : sequences(name)) {
+        const auto ref = logits(*dequantised, s), a = logits(*in_place, s), b = logits(*packed, s);
+        double na = 0, nb = 0, den = 0;
+        for (size_t i = 0; i < ref.size(); ++i) {
+          na += (a[i] - ref[i]) * (a[i] - ref[i]);
+          nb += (b[i] - ref[i]) * (b[i] - ref[i]);
+          den += ref[i] * ref[i];
+        }
+        EXPECT_LE(std::sqrt(nb / den), 1.1 * std::sqrt(na / den) + 2e-3) << name;
+      }
+      ++models;
+    }
+  }
+  EXPECT_EQ(models, 4);
 }
 
 // The experts of a Q8_0 file are multiplied in place from the mapped blocks (quant::LinearGgml views), not

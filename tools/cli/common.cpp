@@ -70,6 +70,11 @@ std::string& weights_flag() {
   return value;
 }
 
+bool& pack_experts_flag() {
+  static bool value = false;
+  return value;
+}
+
 WeightFormat parse_weights(const std::string& name) {
   if (name == "auto") return WeightFormat::kAuto;
   if (name == "f32") return WeightFormat::kDequantize;
@@ -84,6 +89,11 @@ void add_weights_option(CLI::App* cmd) {
          "experts and Q6_K multiplied in place from the file, int8 products; plain files as --dtype) | f32 "
          "(dequantised at load to --dtype) | q8 (all in 8 bits, Q8_0)")
       ->capture_default_str();
+  cmd->add_flag(
+      "--pack-experts", pack_experts_flag(),
+      "Mixture-of-experts models: pack the Q8_0 / Q4_0 / Q4_K experts into 16-row panels at load like "
+      "the dense matrices (faster experts, same resident size; the whole file is read at load) instead "
+      "of multiplying them in place from the mapping");
 }
 
 std::shared_ptr<Model> load_model_or_throw(const std::string& path, Precision precision, int threads,
@@ -98,6 +108,9 @@ std::shared_ptr<Model> load_model_or_throw(const std::string& path, Precision pr
   o.precision = precision;
   o.threads = threads;
   o.weights = parse_weights(weights_flag());
+  o.pack_experts = pack_experts_flag();
+  if (o.pack_experts && o.weights != WeightFormat::kAuto)
+    fail("--pack-experts needs --weights auto (got --weights ", weights_flag(), ")");
   const auto t0 = std::chrono::steady_clock::now();
   auto model = Model::load(path, o).value();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
