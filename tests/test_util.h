@@ -5,6 +5,7 @@
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -12,7 +13,9 @@
 
 namespace dllm::test {
 
-inline std::string data_path(const std::string& rel) { return std::string(DLLM_TEST_DATA) + "/" + rel; }
+inline std::string data_path(const std::string& rel) {
+  return std::string(DLLM_TEST_DATA) + "/" + rel;
+}
 
 inline std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -22,7 +25,9 @@ inline std::string read_file(const std::string& path) {
   return ss.str();
 }
 
-inline nlohmann::json read_json(const std::string& path) { return nlohmann::json::parse(read_file(path)); }
+inline nlohmann::json read_json(const std::string& path) {
+  return nlohmann::json::parse(read_file(path));
+}
 
 // JSON lines, or a JSON object whose "cases" field is one object per line (the oracle's generate.json).
 // Throws when there is none, so that a loop over them cannot pass by running zero times.
@@ -40,7 +45,8 @@ struct NpyArray {
 // Reads a little-endian float32 C-order .npy file (what the oracle ships).
 inline NpyArray read_npy(const std::string& path) {
   const std::string bytes = read_file(path);
-  if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0) throw std::runtime_error("not npy: " + path);
+  if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0)
+    throw std::runtime_error("not npy: " + path);
   const int major = static_cast<uint8_t>(bytes[6]);
   size_t header_len, offset;
   if (major == 1) {
@@ -68,6 +74,16 @@ inline NpyArray read_npy(const std::string& path) {
   a.data.resize(n);
   std::memcpy(a.data.data(), bytes.data() + offset + header_len, n * 4);
   return a;
+}
+
+// n normal values of standard deviation s (mt19937 seeded with `seed`): random weights and activations for
+// the kernel tests.
+inline std::vector<float> randn(size_t n, uint32_t seed, float s) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0, s);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
 }
 
 }  // namespace dllm::test

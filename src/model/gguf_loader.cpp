@@ -80,9 +80,9 @@ class TensorTaker {
   }
 
   // Whether a matrix with `in` columns is held in 8 bits (rows must be whole Q8_0 blocks).
-  bool want_q8(const GgufTensor& t, int64_t in) const {
+  bool want_q8(GgmlType type, int64_t in) const {
     if (in % quant::kQK8_0 != 0) return false;
-    return weights_ == WeightFormat::kQ8 || (weights_ == WeightFormat::kAuto && !plain_dtype(t.type));
+    return weights_ == WeightFormat::kQ8 || (weights_ == WeightFormat::kAuto && !plain_dtype(type));
   }
 
   // The tensor as 8-bit weights: Q8_0 blocks as stored (whole rows moved when un-permuting), else through
@@ -106,7 +106,7 @@ class TensorTaker {
           unpermute(t.data, ggml_row_bytes(t.type, in), out, rope_heads, t.name));
       return blocks(t.type, moved->data(), out, in, ct, true, false, moved);
     }
-    if (want_q8(t, in)) return q8(t, out, in, rope_heads);
+    if (want_q8(t.type, in)) return q8(t, out, in, rope_heads);
     const std::vector<float> w = f32(t, rope_heads);
     return Linear(w.data(), DType::kF32, out, in, ct);
   }
@@ -147,8 +147,7 @@ class TensorTaker {
       }
     }
     const auto dt = plain_dtype(type);
-    const bool q8 = allow_q8 && in % quant::kQK8_0 == 0 &&
-                    (weights_ == WeightFormat::kQ8 || (weights_ == WeightFormat::kAuto && !dt));
+    const bool q8 = allow_q8 && want_q8(type, in);
     if (q8 && type == GgmlType::kQ8_0) return quant::LinearQ8::from_q8_0(data, count, in);
     if (!q8 && dt && !moved && reinterpret_cast<uintptr_t>(data) % dtype_size(*dt) == 0)
       return Linear(data, *dt, count, in, ct);
@@ -461,7 +460,7 @@ std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
   const GgufTensor& emb_t = take.take(emb_name, {m.vocab_size, d});
   if (options.weights == WeightFormat::kAuto && quant::LinearPacked::can_pack(emb_t.type, m.vocab_size, d))
     w.embedding_blocks = take.rows(emb_t, 0, m.vocab_size, d, ct);  // packed: lookups dequantise a row
-  else if (take.want_q8(emb_t, d))
+  else if (take.want_q8(emb_t.type, d))
     w.embedding_blocks = MatMul(take.q8(emb_t, m.vocab_size, d));
   else
     set_embedding(w, file, emb_t, m.vocab_size, d);

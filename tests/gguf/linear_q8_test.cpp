@@ -9,17 +9,12 @@
 #include <random>
 
 #include "kernels/quant/quant.h"
+#include "test_util.h"
 
 namespace dllm {
 namespace {
 
-std::vector<float> randn(size_t n, uint32_t seed, float s) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0, s);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
+using test::randn;
 
 TEST(LinearQ8, KernelMatchesScalarReferenceAndF32) {
   const int64_t N = 96, K = 256;

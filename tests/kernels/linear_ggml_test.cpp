@@ -12,6 +12,7 @@
 
 #include "kernels/matmul.h"
 #include "kernels/quant/quant.h"
+#include "test_util.h"
 
 namespace dllm {
 namespace {
@@ -19,13 +20,7 @@ namespace {
 using quant::LinearGgml;
 using Kernel = LinearGgml::Kernel;
 
-std::vector<float> randn(size_t n, uint32_t seed, float s) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0, s);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
+using test::randn;
 
 struct Case {
   GgmlType type;

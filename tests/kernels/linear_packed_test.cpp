@@ -15,6 +15,7 @@
 #include "kernels/matmul.h"
 #include "kernels/quant/linear_ggml.h"
 #include "kernels/quant/quant.h"
+#include "test_util.h"
 
 namespace dllm {
 namespace {
@@ -22,13 +23,7 @@ namespace {
 using quant::LinearPacked;
 using Kernel = LinearPacked::Kernel;
 
-std::vector<float> randn(size_t n, uint32_t seed, float s) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0, s);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
+using test::randn;
 
 // GGUF blocks of `type` for random weights; for Q8_0 one weight byte is -128 (valid in a file, though ggml's
 // quantiser never writes it: |w| then needs 8 bits, the edge of the AVX2 sign trick).

@@ -7,7 +7,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <string_view>
 #include <vector>
 
 #include "core/dtype.h"
@@ -411,13 +410,6 @@ void block_sums(const int8_t* q, int64_t nb, int32_t* s) {
   }
 }
 
-LinearPacked::Kernel detect_best() {
-  if (const char* env = std::getenv("DLLM_GGML_KERNEL"); env && std::string_view(env) == "avx2")
-    return LinearPacked::Kernel::kAvx2;
-  return LinearPacked::supported(LinearPacked::Kernel::kAvx512Vnni) ? LinearPacked::Kernel::kAvx512Vnni
-                                                                    : LinearPacked::Kernel::kAvx2;
-}
-
 template <class T>
 std::shared_ptr<T> aligned_array(size_t count) {
   const size_t bytes = std::max<size_t>((count * sizeof(T) + 63) / 64 * 64, 64);
@@ -432,30 +424,6 @@ bool LinearPacked::can_pack(GgmlType type, int64_t rows, int64_t cols) {
   const int64_t block = type == GgmlType::kQ4_K ? kQK_K : kQK8_0;
   return (type == GgmlType::kQ8_0 || type == GgmlType::kQ4_0 || type == GgmlType::kQ4_K) && rows > 0 &&
          rows % kRows == 0 && cols > 0 && cols % block == 0;
-}
-
-bool LinearPacked::supported(Kernel kernel) {
-  if (kernel != Kernel::kAvx512Vnni) return true;
-  static const bool vnni = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
-  return vnni;
-}
-
-LinearPacked::Kernel LinearPacked::best_kernel() {
-  static const Kernel best = detect_best();
-  return best;
-}
-
-const char* LinearPacked::kernel_name(Kernel kernel) {
-  switch (kernel) {
-    case Kernel::kAuto:
-      return kernel_name(best_kernel());
-    case Kernel::kAvx2:
-      return "AVX2";
-    case Kernel::kAvx512Vnni:
-      return "AVX512_VNNI";
-  }
-  return "?";
 }
 
 size_t LinearPacked::quant_bytes_per_block() const {

@@ -38,12 +38,14 @@
 #include <memory>
 
 #include "core/ggml_types.h"
+#include "kernels/quant/linear_ggml.h"
 
 namespace dllm::quant {
 
 class LinearPacked {
  public:
-  enum class Kernel { kAuto, kAvx2, kAvx512Vnni };
+  // The same kernel sets, cpuid check and DLLM_GGML_KERNEL override as the in-place kernels.
+  using Kernel = LinearGgml::Kernel;
   static constexpr int kPanelRows = 16;
 
   LinearPacked() = default;
@@ -68,9 +70,9 @@ class LinearPacked {
   int64_t in_features() const { return cols_; }
   size_t weight_bytes() const;
 
-  static bool supported(Kernel kernel);  // kAuto and kAvx2: always; kAvx512Vnni: cpuid
-  static Kernel best_kernel();           // what kAuto packs for here (DLLM_GGML_KERNEL=avx2 forces AVX2)
-  static const char* kernel_name(Kernel kernel);
+  static bool supported(Kernel kernel) { return LinearGgml::supported(kernel); }
+  static Kernel best_kernel() { return LinearGgml::best_kernel(); }  // what kAuto packs for here
+  static const char* kernel_name(Kernel kernel) { return LinearGgml::kernel_name(kernel); }
 
  private:
   size_t quant_bytes_per_block() const;
