@@ -113,6 +113,7 @@ class Block(nn.Module):
         super().__init__()
         d, mlp = cfg["d_model"], cfg["mlp_hidden_size"]
         self.n_heads = cfg["n_heads"]
+        self.sdpa = False  # LLaDAModel.use_sdpa() switches it on
         self.attn_norm = RMSNorm(d, cfg["rms_norm_eps"])
         self.ff_norm = RMSNorm(d, cfg["rms_norm_eps"])
         self.q_proj = nn.Linear(d, d, bias=False)
@@ -133,11 +134,15 @@ class Block(nn.Module):
         v = self.v_proj(h).view(B, T, H, hd).transpose(1, 2)
         q = apply_rope(q, cos, sin)
         k = apply_rope(k, cos, sin)
-        att = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(hd))   # no mask: bidirectional
-        if causal:  # the autoregressive twin (train.py --objective ar): position i sees 0..i
-            att = att.masked_fill(torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1), float("-inf"))
-        att = att.softmax(dim=-1)
-        y = (att @ v).transpose(1, 2).reshape(B, T, d)
+        if self.sdpa:  # fused attention (torch >= 2, the GPU recipe); same function as below
+            q, k = q.to(v.dtype), k.to(v.dtype)  # rope's f32 cos/sin promoted them under autocast
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=causal).transpose(1, 2).reshape(B, T, d)
+        else:
+            att = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(hd))   # no mask: bidirectional
+            if causal:  # the autoregressive twin (train.py --objective ar): position i sees 0..i
+                att = att.masked_fill(torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1), float("-inf"))
+            att = att.softmax(dim=-1)
+            y = (att @ v).transpose(1, 2).reshape(B, T, d)
         x = x + self.attn_out(y)
         h = self.ff_norm(x)
         x = x + self.ff_out(F.silu(self.ff_proj(h)) * self.up_proj(h))
@@ -179,6 +184,12 @@ class LLaDAModel(nn.Module):
                 nn.init.normal_(p, 0.0, std / math.sqrt(2 * n_layers))  # residual projections (GPT-2 style)
             else:
                 nn.init.normal_(p, 0.0, std)
+
+    def use_sdpa(self):
+        """Fused attention where this torch has it (>= 2.0; Debian's 1.13 keeps the explicit softmax)."""
+        for blk in self.model.transformer.blocks:
+            blk.sdpa = hasattr(F, "scaled_dot_product_attention")
+        return self
 
     def rope(self, T, device):
         key = (T, str(device))
