@@ -15,6 +15,19 @@
 #include "study/report.h"
 
 namespace dllm::study {
+
+double token_similarity(const int32_t* a, const int32_t* b, int64_t n) {
+  std::vector<int64_t> prev(n + 1), cur(n + 1);
+  std::iota(prev.begin(), prev.end(), 0);
+  for (int64_t i = 1; i <= n; ++i) {
+    cur[0] = i;
+    for (int64_t j = 1; j <= n; ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    std::swap(prev, cur);
+  }
+  return n > 0 ? std::max(0.0, 1.0 - static_cast<double>(prev[n]) / static_cast<double>(n)) : 1.0;
+}
+
 namespace {
 
 // splitmix64: the study's only random source (portable, unlike <random>'s distributions).
@@ -67,6 +80,7 @@ Task suffix_task(const std::vector<int32_t>& stream, int64_t window_index, int64
 struct Outcome {
   int64_t correct = 0, forwards = 0, forward_tokens = 0;
   double seconds = 0;
+  double similarity = 0;  // token_similarity of the filled span
 };
 
 Outcome fill(Model& model, const Task& t, const GenerateParams& p) {
@@ -75,6 +89,7 @@ Outcome fill(Model& model, const Task& t, const GenerateParams& p) {
   const auto r = infill(model, {canvas}, p).value();
   Outcome o;
   for (int64_t i = t.begin; i < t.begin + t.length; ++i) o.correct += r.outputs[0][i] == t.truth[i];
+  o.similarity = token_similarity(r.outputs[0].data() + t.begin, t.truth.data() + t.begin, t.length);
   for (int64_t i = 0; i < static_cast<int64_t>(canvas.size()); ++i)
     if (i < t.begin || i >= t.begin + t.length)
       if (r.outputs[0][i] != t.truth[i]) fail("study: infill changed an unmasked position ", i);
@@ -245,7 +260,7 @@ nlohmann::json run_metric(Model& model, const std::vector<int32_t>& stream, cons
     for (int one_step = 0; one_step < 2; ++one_step) {
       GenerateParams p = exact_params(k.length);
       if (one_step) p.steps = 1;
-      std::vector<double> acc;
+      std::vector<double> acc, sim;
       int64_t correct = 0, forwards = 0;
       double secs = 0;
       for (int64_t w = 0; w < W; ++w) {
@@ -253,11 +268,13 @@ nlohmann::json run_metric(Model& model, const std::vector<int32_t>& stream, cons
                                 : span_task(stream, order[w], L, k.length, c.seed);
         const Outcome r = fill(model, t, p);
         acc.push_back(static_cast<double>(r.correct) / static_cast<double>(k.length));
+        sim.push_back(r.similarity);
         correct += r.correct;
         forwards += r.forwards;
         secs += r.seconds;
       }
       const auto [m, ci] = mean_ci(acc);
+      const auto [sm, sci] = mean_ci(sim);
       const std::string schedule = one_step ? "1 step (all at once)" : "exact (1 token/step)";
       out.push_back({{"task", k.name},
                      {"schedule", schedule},
@@ -265,6 +282,8 @@ nlohmann::json run_metric(Model& model, const std::vector<int32_t>& stream, cons
                      {"tokens", W * k.length},
                      {"accuracy", m},
                      {"ci95", ci},
+                     {"similarity", sm},
+                     {"similarity_ci95", sci},
                      {"forwards", forwards},
                      {"seconds", secs}});
       if (!c.quiet)
@@ -307,10 +326,11 @@ nlohmann::json run_grid(Model& model, const std::vector<int32_t>& stream, const 
   for (int64_t w = 0; w < W; ++w) exact_acc_w[w] = static_cast<double>(res[0][w].correct) / S;
   const double exact_acc = mean_ci(exact_acc_w).first;
   for (size_t g = 0; g < G; ++g) {
-    std::vector<double> acc(W), diff(W), tps(W);
+    std::vector<double> acc(W), diff(W), tps(W), sim(W);
     int64_t forwards = 0, forward_tokens = 0;
     for (int64_t w = 0; w < W; ++w) {
       acc[w] = static_cast<double>(res[g][w].correct) / S;
+      sim[w] = res[g][w].similarity;
       diff[w] = acc[w] - exact_acc_w[w];
       tps[w] = res[g][w].seconds > 0 ? S / res[g][w].seconds : 0;
       forwards += res[g][w].forwards;
@@ -318,6 +338,7 @@ nlohmann::json run_grid(Model& model, const std::vector<int32_t>& stream, const 
     }
     const auto [m, ci] = mean_ci(acc);
     const auto [d, dci] = mean_ci(diff);
+    const auto [sm, sci] = mean_ci(sim);
     rows.push_back(
         {{"schedule", settings[g].schedule},
          {"block_length", settings[g].block},
@@ -327,6 +348,8 @@ nlohmann::json run_grid(Model& model, const std::vector<int32_t>& stream, const 
          {"ci95", ci},
          {"diff_vs_exact", d},
          {"diff_ci95", dci},
+         {"similarity", sm},
+         {"similarity_ci95", sci},
          {"forwards_per_token", static_cast<double>(forwards) / static_cast<double>(W * S)},
          {"forward_tokens_per_token", static_cast<double>(forward_tokens) / static_cast<double>(W * S)},
          {"median_tokens_per_second", median(tps)}});

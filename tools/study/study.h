@@ -57,6 +57,11 @@ struct HeldoutStream {
 HeldoutStream read_heldout_stream(const std::string& list, const std::string& corpus, const Tokenizer& tok,
                                   int32_t eos);
 
+// The looser measure beside exact-token accuracy: 1 - (token edit distance between `filled` and `truth`, n
+// tokens each) / n, floored at 0. A fill that is right but shifted by one token scores near 1 here and near 0
+// in exact-token accuracy (the usual failure of parallel decoding: a repeated or dropped token).
+double token_similarity(const int32_t* filled, const int32_t* truth, int64_t n);
+
 // The parts, each on the held-out stream.
 nlohmann::json run_loss(Model& model, const std::vector<int32_t>& stream, const StudyConfig& c);
 nlohmann::json run_metric(Model& model, const std::vector<int32_t>& stream, const StudyConfig& c);
