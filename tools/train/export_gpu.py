@@ -222,7 +222,8 @@ def write_card(args, cfg, meta, model, ev, gens, have_plot):
              f"fim markers 4093-4095 reserved) |")
     L.append(f"| rope_theta / rms eps | {cfg['rope_theta']:g} / {cfg['rms_norm_eps']:g} |")
     L.append(f"| trained context | {a['seq_len']} tokens (max {cfg['max_sequence_length']}) |")
-    L.append("| weights | `model.safetensors`, BF16 (computed in f32 by the engine and by the checks below) |\n")
+    L.append("| weights | `model.safetensors`, BF16 (the engine runs a BF16 file in bf16 by default; `--dtype f32` is "
+             "the exact path that reproduces `reference_generation.json`, and the checks below compute in f32) |\n")
     L.append("## Data: corpus v2\n")
     L.append("The Python 3.11 standard library (corpus v1, the same 652 files and the same 14 held-out files) plus "
              "the Python sources of the 269 Debian 12 packages in `tools/train/corpus_packages.txt` (django, sympy, "
