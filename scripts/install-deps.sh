@@ -14,6 +14,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev
   libbenchmark-dev      # kernel microbenchmarks (bench/micro)
   curl chromium         # server end-to-end tests: curl, headless browser (tests/server)
+  patch                 # tests/cli/rewrite.sh applies the diff `dllm rewrite --diff` prints
 )
 # Node.js + npm for the openai client and playwright-core: use the machine's own when present (a NodeSource
 # nodejs already bundles npm, and Debian's separate npm package would conflict with it).

@@ -235,6 +235,10 @@ struct StepEvent {
   const std::vector<std::vector<int32_t>>* canvas = nullptr;  // generated region of each row, masks included
   const std::vector<std::vector<int64_t>>* committed =
       nullptr;  // positions (in the generated region) set this step
+  // Bidirectional loops: per committed position (same order), the score it was chosen on (the token's
+  // probability for --unmask confidence; margin / negative entropy for the others): how sure the model was
+  // when it wrote it. nullptr where a loop does not report it (block loops, autoregressive decoding).
+  const std::vector<std::vector<double>>* committed_scores = nullptr;
   // Block loops: positions (in the generated region) whose decoded token T2T editing replaced (LLaDA2.1).
   const std::vector<std::vector<int64_t>>* edited = nullptr;
   int64_t row = 0;  // block loops run the prompts one after another: this event's prompt (canvas has one row)

@@ -103,8 +103,10 @@ DenoiseSettings resolve_settings(const ModelInfo& info, const GenerateParams& p)
     o.top_k = p.top_k < 0 ? (dream ? 50 : 0) : p.top_k;
     o.top_p = p.top_p;
   } else if (p.top_k > 0 || p.top_p < 1) {
-    fail("generate: top_k/top_p belong to the categorical sampler (Dream's token rule); the gumbel sampler "
-         "(LLaDA's generate()) has none (got top_k ", p.top_k, ", top_p ", p.top_p, ")");
+    fail(
+        "generate: top_k/top_p belong to the categorical sampler (Dream's token rule); the gumbel sampler "
+        "(LLaDA's generate()) has none (got top_k ",
+        p.top_k, ", top_p ", p.top_p, ")");
   }
 
   // Which positions, and how many per step; Dream's default alg is 'origin' (generation_config.json).
@@ -199,8 +201,9 @@ ModelInfo with_token_overrides(const ModelInfo& info, const GenerateParams& para
     *field = id;
   }
   if (out.mask_id < 0)
-    fail(info.path, ": the model's files name no [MASK] id (no mask_token_id in config.json, no <|mask|> in "
-                    "tokenizer.json); give it (--mask-id / GenerateParams::mask_id)");
+    fail(info.path,
+         ": the model's files name no [MASK] id (no mask_token_id in config.json, no <|mask|> in "
+         "tokenizer.json); give it (--mask-id / GenerateParams::mask_id)");
   return out;
 }
 
@@ -268,6 +271,7 @@ Denoiser::Denoiser(const ModelInfo& info, const std::vector<std::vector<int32_t>
   finished_.assign(batch_, 0);
   canvas_.resize(batch_);
   committed_.resize(batch_);
+  committed_scores_.resize(batch_);
   if (s_.canvas_blocks) start_llama_cli_blocks();
   start_block();
 }
@@ -307,6 +311,7 @@ void Denoiser::init_infill(const std::vector<std::vector<int32_t>>& canvases) {
   finished_.assign(batch_, 0);
   canvas_.resize(batch_);
   committed_.resize(batch_);
+  committed_scores_.resize(batch_);
 }
 
 // The current block of row b is the canvas range from its first to past its last generated slot: for the
@@ -521,14 +526,17 @@ void Denoiser::step(std::span<const float> logits_in) {
     any_mask |= !finished_[b] && count_masks(b, e.lo_of[b], e.hi_of[b]) > 0;
   const bool llama_cli_break = s_.transfer == Transfer::kLlamaCli && !any_mask;
   for (auto& c : committed_) c.clear();
+  for (auto& c : committed_scores_) c.clear();
   if (!llama_cli_break) {
     predict_positions(logits, span, e);
     const StepCounts n = step_counts(e);
     for (int64_t b = 0; b < batch_; ++b) {
       if (finished_[b]) continue;
       for (int64_t pos : choose(b, e, n)) {
-        x_[b][pos] = pred_[b * e.width + pos - e.lo].token;  // may be the mask id itself (kept masked)
+        const Prediction& pr = pred_[b * e.width + pos - e.lo];
+        x_[b][pos] = pr.token;  // may be the mask id itself (kept masked)
         committed_[b].push_back(pos - prompt_len_);
+        committed_scores_[b].push_back(pr.confidence);
       }
       if (params_.stop_at_eos) check_stop_at_eos(b);
     }
@@ -540,6 +548,7 @@ void Denoiser::step(std::span<const float> logits_in) {
   for (int64_t b = 0; b < batch_; ++b) canvas_[b].assign(x_[b].begin() + prompt_len_, x_[b].end());
   event_.canvas = &canvas_;
   event_.committed = &committed_;
+  event_.committed_scores = &committed_scores_;
 
   ++step_;
   // llama-diffusion-cli does not skip ahead when a step empties its block: the next forward finds it empty.

@@ -134,6 +134,7 @@ class Denoiser {
   std::vector<Prediction> pred_;
   std::vector<std::vector<int32_t>> canvas_;
   std::vector<std::vector<int64_t>> committed_;
+  std::vector<std::vector<double>> committed_scores_;  // parallel to committed_
   StepEvent event_;
 };
 

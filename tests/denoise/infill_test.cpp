@@ -1,7 +1,7 @@
-// Infilling (dllm::infill): a canvas whose mask ids may sit anywhere. The prompt-then-masks layout gives exactly
-// generate()'s tokens under every strategy axis; on the trained demo model the fill touches only the masked spans,
-// is deterministic and matches the output recorded in tests/data/infill/demo_infill.json; the placeholder syntax of
-// `dllm infill` parses as documented.
+// Infilling (dllm::infill): a canvas whose mask ids may sit anywhere. The prompt-then-masks layout gives
+// exactly generate()'s tokens under every strategy axis; on the trained demo model the fill touches only the
+// masked spans, is deterministic and matches the output recorded in tests/data/infill/demo_infill.json; the
+// placeholder syntax of `dllm infill` parses as documented.
 #include <gtest/gtest.h>
 
 #include "denoise/infill_template.h"
@@ -44,7 +44,9 @@ TEST(Infill, TailLayoutEqualsGenerate) {
     with([](GenerateParams& p) { p.steps = 8; });  // 2 per step
     with([](GenerateParams& p) { p.cache = CacheMode::kPrefix; });
     with([](GenerateParams& p) { p.cache = CacheMode::kDual; });
-    with([](GenerateParams& p) { p.transfer = Transfer::kThreshold, p.threshold = 0.01, p.cache = CacheMode::kDual; });
+    with([](GenerateParams& p) {
+      p.transfer = Transfer::kThreshold, p.threshold = 0.01, p.cache = CacheMode::kDual;
+    });
     with([](GenerateParams& p) { p.transfer = Transfer::kFactor, p.factor = 2.0; });
     with([](GenerateParams& p) { p.block_length = 0, p.steps = 8, p.unmask = Unmask::kMargin; });
     for (size_t i = 0; i < settings.size(); ++i) {
@@ -89,11 +91,13 @@ TEST(Infill, DemoModelFillsOnlyTheSpansAndMatchesTheRecording) {
     const auto& k = cases[c];
     const auto canvas = k["canvas"].get<std::vector<int32_t>>();
     // The recorded canvas is what `dllm infill --text` builds from the text.
-    const InfillCanvas built = build_infill_canvas(tok, parse_infill_template(k["text"].get<std::string>()), mask);
+    const InfillCanvas built =
+        build_infill_canvas(tok, parse_infill_template(k["text"].get<std::string>()), mask);
     EXPECT_EQ(built.ids, canvas) << "case " << c;
     std::vector<uint8_t> in_span(canvas.size(), 0);
     for (const auto& s : k["spans"])
-      for (int64_t i = s[0].get<int64_t>(); i < s[0].get<int64_t>() + s[1].get<int64_t>(); ++i) in_span[i] = 1;
+      for (int64_t i = s[0].get<int64_t>(); i < s[0].get<int64_t>() + s[1].get<int64_t>(); ++i)
+        in_span[i] = 1;
     for (size_t i = 0; i < canvas.size(); ++i) ASSERT_EQ(canvas[i] == mask, in_span[i] == 1) << "case " << c;
 
     const GenerateParams p = params_of(k["params"]);
@@ -102,8 +106,10 @@ TEST(Infill, DemoModelFillsOnlyTheSpansAndMatchesTheRecording) {
     const auto& out = first->outputs[0];
     ASSERT_EQ(out.size(), canvas.size());
     for (size_t i = 0; i < canvas.size(); ++i) {
-      if (in_span[i]) EXPECT_NE(out[i], mask) << "case " << c << ": position " << i << " left masked";
-      else EXPECT_EQ(out[i], canvas[i]) << "case " << c << ": prefix/suffix position " << i << " changed";
+      if (in_span[i])
+        EXPECT_NE(out[i], mask) << "case " << c << ": position " << i << " left masked";
+      else
+        EXPECT_EQ(out[i], canvas[i]) << "case " << c << ": prefix/suffix position " << i << " changed";
     }
     EXPECT_EQ(out, k["filled"].get<std::vector<int32_t>>()) << "case " << c;
     EXPECT_EQ(first->forwards, k["forwards"].get<int64_t>()) << "case " << c;
@@ -124,17 +130,18 @@ TEST(Infill, StepEventsCommitEachMaskedPositionOnce) {
     return true;
   });
   ASSERT_TRUE(r.ok()) << r.error();
-  for (size_t i = 0; i < canvas.size(); ++i) EXPECT_EQ(hits[i], canvas[i] == demo()->info().mask_id ? 1 : 0) << i;
+  for (size_t i = 0; i < canvas.size(); ++i)
+    EXPECT_EQ(hits[i], canvas[i] == demo()->info().mask_id ? 1 : 0) << i;
 }
 
 TEST(Infill, RejectsBadCanvases) {
   const int32_t m = demo()->info().mask_id;
   GenerateParams p;
-  EXPECT_FALSE(infill(*demo(), {{1, 2, 3}}, p).ok());                   // nothing to fill
-  EXPECT_FALSE(infill(*demo(), {{1, m, 3}, {m, m, 3}}, p).ok());        // unequal mask counts
-  EXPECT_FALSE(infill(*demo(), {{1, m, 3}, {m, 3}}, p).ok());           // unequal lengths
+  EXPECT_FALSE(infill(*demo(), {{1, 2, 3}}, p).ok());             // nothing to fill
+  EXPECT_FALSE(infill(*demo(), {{1, m, 3}, {m, m, 3}}, p).ok());  // unequal mask counts
+  EXPECT_FALSE(infill(*demo(), {{1, m, 3}, {m, 3}}, p).ok());     // unequal lengths
   p.block_length = 2;
-  EXPECT_FALSE(infill(*demo(), {{1, m, m, m, 3}}, p).ok());             // 3 masks, block 2
+  EXPECT_FALSE(infill(*demo(), {{1, m, m, m, 3}}, p).ok());  // 3 masks, block 2
   p.block_length = 0;
   p.stop_at_eos = true;
   EXPECT_FALSE(infill(*demo(), {{1, m, 3}}, p).ok());
@@ -161,13 +168,15 @@ TEST(InfillTemplate, ParsesPlaceholders) {
   EXPECT_TRUE(t.lengths.empty());
   EXPECT_EQ(parse_infill_template("x").lengths, (std::vector<int64_t>{}));
   EXPECT_EQ(parse_infill_template("<|mask|>").lengths[0], kDefaultInfillLength);
-  for (const char* bad : {"<|mask:|>", "<|mask:0|>", "<|mask:x|>", "<|mask:3", "<|mask:-2|>", "<|mask:9999999|>"})
+  for (const char* bad :
+       {"<|mask:|>", "<|mask:0|>", "<|mask:x|>", "<|mask:3", "<|mask:-2|>", "<|mask:9999999|>"})
     EXPECT_THROW(parse_infill_template(bad), std::exception) << bad;
 }
 
 TEST(InfillTemplate, CanvasHasMaskRunsBetweenSeparatelyEncodedPieces) {
   const Tokenizer tok = Tokenizer::load(kDemo);
-  const auto c = build_infill_canvas(tok, parse_infill_template("def f(<|mask:3|>):\n<|mask:2|>"), 4092, {4091});
+  const auto c =
+      build_infill_canvas(tok, parse_infill_template("def f(<|mask:3|>):\n<|mask:2|>"), 4092, {4091});
   auto expect = std::vector<int32_t>{4091};
   for (int32_t id : tok.encode("def f(", false)) expect.push_back(id);
   expect.insert(expect.end(), 3, 4092);
@@ -177,6 +186,28 @@ TEST(InfillTemplate, CanvasHasMaskRunsBetweenSeparatelyEncodedPieces) {
   ASSERT_EQ(c.span_begin.size(), 2u);
   EXPECT_EQ(c.span_begin[0], 1 + static_cast<int64_t>(tok.encode("def f(", false).size()));
   EXPECT_EQ(c.span_length, (std::vector<int64_t>{3, 2}));
+}
+
+// Each committed position comes with the score it was chosen on (for --unmask confidence: the probability of
+// the committed token), which `dllm rewrite --refine` ranks positions by.
+TEST(Infill, StepEventsCarryTheCommittedScores) {
+  const auto k = test::read_cases(test::data_path("infill/demo_infill.json"))[0];
+  const auto canvas = k["canvas"].get<std::vector<int32_t>>();
+  int64_t seen = 0;
+  GenerateParams p;
+  auto r = infill(*demo(), {canvas}, p, [&](const StepEvent& ev) {
+    EXPECT_NE(ev.committed_scores, nullptr);
+    if (ev.committed_scores == nullptr) return false;
+    EXPECT_EQ((*ev.committed_scores)[0].size(), (*ev.committed)[0].size());
+    for (double s : (*ev.committed_scores)[0]) {
+      EXPECT_GT(s, 0.0);
+      EXPECT_LE(s, 1.0);
+      ++seen;
+    }
+    return true;
+  });
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_EQ(seen, static_cast<int64_t>(std::count(canvas.begin(), canvas.end(), demo()->info().mask_id)));
 }
 
 }  // namespace

@@ -1,0 +1,174 @@
+// `dllm rewrite`: re-denoise part of a file in place, with the rest of the file as fixed context on both
+// sides, and optionally refine it: remask the least confident tokens of the part and denoise them again
+// (ReMDM / RCR style: the confidence is the score each token was committed with). docs/denoising.md
+// "Rewriting a span".
+#include <algorithm>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <numeric>
+
+#include "command.h"
+#include "common.h"
+#include "core/error.h"
+#include "core/file.h"
+#include "denoise_flags.h"
+#include "io/json_file.h"
+#include "model/model_tokenizer.h"
+#include "rewrite_text.h"
+#include "tokenizer/tokenizer.h"
+
+namespace dllm::cli {
+namespace {
+
+struct RewriteOptions {
+  std::string model = default_model_path();
+  std::string file;
+  std::string lines;
+  int64_t length = 0;  // tokens of the new span; 0 = as many as the old span has
+  int64_t refine = 0;
+  int64_t refine_tokens = 0;  // 0 = a quarter of the span
+  bool diff = false;
+  bool json = false;
+  bool quiet = false;
+  std::string dtype = "auto";
+  int threads = 0;
+  GenerateParams params;
+  DenoiseFlags denoise;
+};
+
+// Denoises the masked positions of `canvas` and records, for each position it commits, the score it was
+// committed with. Returns the forwards it took.
+int64_t denoise_masked(Model& model, std::vector<int32_t>& canvas, std::vector<double>& score,
+                       const GenerateParams& params) {
+  auto result = infill(model, {canvas}, params, [&](const StepEvent& ev) {
+    if (ev.committed_scores == nullptr) return true;
+    const auto& pos = (*ev.committed)[0];
+    const auto& sc = (*ev.committed_scores)[0];
+    for (size_t i = 0; i < pos.size() && i < sc.size(); ++i) score[pos[i]] = sc[i];
+    return true;
+  });
+  if (!result.ok()) fail(result.error());
+  canvas = result.value().outputs[0];
+  return result.value().forwards;
+}
+
+void run_rewrite(const RewriteOptions& o) {
+  if (!file_exists(o.file)) fail(o.file, ": no such file");
+  if (o.lines.empty()) fail("--lines A-B: which lines to rewrite");
+  if (o.refine < 0) fail("--refine ", o.refine, ": must be >= 0");
+  if (o.length < 0 || o.refine_tokens < 0) fail("--length and --refine-tokens must be >= 0");
+  if (!has_model_tokenizer(o.model))
+    fail(o.model, ": no tokenizer.json; rewrite needs the model's tokenizer");
+  const std::string text = read_whole_file(o.file);
+  const ByteRange bytes = line_bytes(text, parse_line_range(o.lines));
+  const std::string prefix = text.substr(0, bytes.begin),
+                    old_span = text.substr(bytes.begin, bytes.end - bytes.begin);
+  const std::string suffix = text.substr(bytes.end);
+  const Tokenizer tok = load_model_tokenizer(o.model);
+  auto model = load_model_or_throw(o.model, parse_dtype(o.dtype), o.threads, o.quiet || o.json);
+  const int32_t mask = model->info().mask_id;
+  if (model->info().autoregressive) fail(o.model, ": an autoregressive model cannot rewrite in context");
+
+  const auto before = tok.encode(prefix, false), after = tok.encode(suffix, false);
+  const int64_t n = o.length > 0 ? o.length : std::max<int64_t>(1, tok.encode(old_span, false).size());
+  std::vector<int32_t> canvas = before;
+  canvas.insert(canvas.end(), n, mask);
+  canvas.insert(canvas.end(), after.begin(), after.end());
+  const int64_t lo = static_cast<int64_t>(before.size()), hi = lo + n;
+
+  GenerateParams params = o.params;
+  apply_denoise_flags(o.denoise, params);
+  std::vector<double> score(canvas.size(), 0);
+  int64_t forwards = denoise_masked(*model, canvas, score, params);
+  // Refine: the k least confident tokens of the span go back to masks and are denoised again.
+  const int64_t k = std::min(n, o.refine_tokens > 0 ? o.refine_tokens : std::max<int64_t>(1, n / 4));
+  nlohmann::json rounds = nlohmann::json::array();
+  for (int64_t r = 0; r < o.refine; ++r) {
+    std::vector<int64_t> pos(n);
+    std::iota(pos.begin(), pos.end(), lo);
+    std::stable_sort(pos.begin(), pos.end(), [&](int64_t a, int64_t b) { return score[a] < score[b]; });
+    pos.resize(k);
+    std::sort(pos.begin(), pos.end());
+    std::vector<int32_t> was;
+    for (int64_t p : pos) {
+      was.push_back(canvas[p]);
+      canvas[p] = mask;
+    }
+    GenerateParams rp = params;
+    rp.block_length = 0;  // the remasked positions are scattered: one block over them
+    if (rp.steps > k) rp.steps = k;
+    forwards += denoise_masked(*model, canvas, score, rp);
+    int64_t changed = 0;
+    for (size_t i = 0; i < pos.size(); ++i) changed += canvas[pos[i]] != was[i];
+    rounds.push_back({{"remasked", k}, {"changed", changed}});
+    if (!o.quiet && !o.json)
+      std::fprintf(stderr, "dllm: refine round %lld: %lld of %lld remasked tokens changed\n",
+                   static_cast<long long>(r + 1), static_cast<long long>(changed), static_cast<long long>(k));
+  }
+
+  std::string new_span = tok.decode(std::vector<int32_t>(canvas.begin() + lo, canvas.begin() + hi),
+                                    /*skip_special_tokens=*/true);
+  // Whole lines in, whole lines out: the text after the span starts on a line of its own.
+  if (!old_span.empty() && old_span.back() == '\n' && (new_span.empty() || new_span.back() != '\n'))
+    new_span += '\n';
+  const std::string result = prefix + new_span + suffix;
+  const std::string diff = unified_diff(text, result, o.file);
+  if (o.json) {
+    const nlohmann::json out = {{"text", result},  {"span", new_span}, {"old_span", old_span},
+                                {"diff", diff},    {"tokens", n},      {"forwards", forwards},
+                                {"refine", rounds}};
+    std::printf("%s\n", out.dump().c_str());
+    return;
+  }
+  std::fputs((o.diff ? diff : result).c_str(), stdout);
+  if (!o.quiet)
+    std::fprintf(stderr, "dllm: rewrote %lld tokens (lines %s) in %lld forwards\n", static_cast<long long>(n),
+                 o.lines.c_str(), static_cast<long long>(forwards));
+}
+
+void setup(CLI::App& app) {
+  auto o = std::make_shared<RewriteOptions>();
+  auto* cmd = app.add_subcommand(
+      "rewrite",
+      "Re-denoise lines of a file in context: the lines become mask tokens (as many as they had, or "
+      "--length), "
+      "the rest of the file stays fixed on both sides, and the model fills them. Prints the new file (or a "
+      "unified diff with --diff). --refine N then runs N rounds that remask the least confident tokens of "
+      "the "
+      "span (the score each was committed with) and denoise them again");
+  cmd->add_option("file", o->file, "The file to rewrite (it is not modified: the result goes to stdout)")
+      ->required();
+  cmd->add_option("--lines", o->lines, "Lines to rewrite: A-B (1-based, inclusive) or A")->required();
+  cmd->add_option("-m,--model", o->model, "Diffusion model directory (with tokenizer.json) or .gguf file")
+      ->capture_default_str();
+  cmd->add_option("--length", o->length, "Tokens of the new text (0 = as many as the lines had)")
+      ->capture_default_str();
+  cmd->add_flag("--diff", o->diff, "Print a unified diff instead of the file");
+  cmd->add_option("--refine", o->refine, "Refine rounds after the fill")->capture_default_str();
+  cmd->add_option("--refine-tokens", o->refine_tokens,
+                  "Tokens remasked per refine round (0 = a quarter of the span, at least 1)")
+      ->capture_default_str();
+  cmd->add_option("--block-length", o->params.block_length,
+                  "Masked positions per block, left to right (0 = all: one block); must divide their number")
+      ->capture_default_str();
+  cmd->add_option("--steps", o->params.steps,
+                  "Denoising steps in total, split evenly over blocks (0 = one token per step)")
+      ->capture_default_str();
+  cmd->add_option("--temperature", o->params.temperature, "Gumbel-max sampling temperature (0 = argmax)")
+      ->capture_default_str();
+  cmd->add_option("--seed", o->params.seed, "Random seed for sampling and random unmasking")
+      ->capture_default_str();
+  add_denoise_flags(cmd, o->params, o->denoise);
+  cmd->add_option("--dtype", o->dtype, kDtypeHelp)->capture_default_str();
+  cmd->add_option("-t,--threads", o->threads, "Threads (0 = all cores)")->capture_default_str();
+  cmd->add_flag("--json", o->json,
+                "Print one JSON object: {text, span, old_span, diff, tokens, forwards, refine: [{remasked, "
+                "changed}]}");
+  cmd->add_flag("-q,--quiet", o->quiet, "No status lines on stderr");
+  cmd->callback([o] { run_rewrite(*o); });
+}
+
+RegisterCommand registration("rewrite", setup);
+
+}  // namespace
+}  // namespace dllm::cli
