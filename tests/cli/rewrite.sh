@@ -51,6 +51,14 @@ json=$("$bin" rewrite "$tmp/stack.py" --lines 13-14 "${model[@]}" --refine 2 --r
 grep -q '"refine":\[{"changed":[0-9]*,"remasked":3},{"changed":[0-9]*,"remasked":3}\]' <<<"$json" ||
   { echo "FAIL: refine rounds not reported: $json"; exit 1; }
 
+# A file longer than the model's positions: the canvas keeps the context nearest to the span, the output the
+# whole file.
+for i in $(seq 1 400); do echo "def f$i(a, b):"; echo "    return a + b * $i"; done > "$tmp/long.py"
+"$bin" rewrite "$tmp/long.py" --lines 401-402 "${model[@]}" > "$tmp/long_out.py"
+head -n 400 "$tmp/long_out.py" | cmp -s - <(head -n 400 "$tmp/long.py") || { echo "FAIL: long file: prefix changed"; exit 1; }
+"$bin" rewrite "$tmp/long.py" --lines 401-402 "${model[@]}" --context 32 --json | grep -q '"tokens":' ||
+  { echo "FAIL: --context"; exit 1; }
+
 for bad in 0-2 5-3 x 13-99; do
   if err=$("$bin" rewrite "$tmp/stack.py" --lines "$bad" "${model[@]}" 2>&1); then
     echo "FAIL: --lines $bad accepted"; exit 1

@@ -3,6 +3,7 @@
 // (ReMDM / RCR style: the confidence is the score each token was committed with). docs/denoising.md
 // "Rewriting a span".
 #include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -24,7 +25,8 @@ struct RewriteOptions {
   std::string model = default_model_path();
   std::string file;
   std::string lines;
-  int64_t length = 0;  // tokens of the new span; 0 = as many as the old span has
+  int64_t length = 0;   // tokens of the new span; 0 = as many as the old span has
+  int64_t context = 0;  // tokens of context kept on each side; 0 = all that fits the model
   int64_t refine = 0;
   int64_t refine_tokens = 0;  // 0 = a quarter of the span
   bool diff = false;
@@ -69,8 +71,27 @@ void run_rewrite(const RewriteOptions& o) {
   const int32_t mask = model->info().mask_id;
   if (model->info().autoregressive) fail(o.model, ": an autoregressive model cannot rewrite in context");
 
-  const auto before = tok.encode(prefix, false), after = tok.encode(suffix, false);
+  auto before = tok.encode(prefix, false), after = tok.encode(suffix, false);
   const int64_t n = o.length > 0 ? o.length : std::max<int64_t>(1, tok.encode(old_span, false).size());
+  // The canvas holds the span and the context nearest to it: --context tokens a side, or as much as the
+  // model's positions allow (shared evenly when both sides do not fit). The printed file keeps everything.
+  const int64_t room = model->info().max_seq_len > 0 ? model->info().max_seq_len - n : INT64_MAX;
+  if (room < 0)
+    fail("--lines: the span is ", n, " tokens, more than the model's ", model->info().max_seq_len);
+  int64_t keep_before = static_cast<int64_t>(before.size()), keep_after = static_cast<int64_t>(after.size());
+  if (o.context > 0)
+    keep_before = std::min(keep_before, o.context), keep_after = std::min(keep_after, o.context);
+  if (keep_before + keep_after > room) {
+    const int64_t half = room / 2;
+    if (keep_before <= half)
+      keep_after = room - keep_before;
+    else if (keep_after <= half)
+      keep_before = room - keep_after;
+    else
+      keep_before = half, keep_after = room - half;
+  }
+  before.erase(before.begin(), before.end() - keep_before);
+  after.resize(keep_after);
   std::vector<int32_t> canvas = before;
   canvas.insert(canvas.end(), n, mask);
   canvas.insert(canvas.end(), after.begin(), after.end());
@@ -142,6 +163,9 @@ void setup(CLI::App& app) {
   cmd->add_option("-m,--model", o->model, "Diffusion model directory (with tokenizer.json) or .gguf file")
       ->capture_default_str();
   cmd->add_option("--length", o->length, "Tokens of the new text (0 = as many as the lines had)")
+      ->capture_default_str();
+  cmd->add_option("--context", o->context,
+                  "Tokens of context on each side of the span (0 = all that fits in the model's positions)")
       ->capture_default_str();
   cmd->add_flag("--diff", o->diff, "Print a unified diff instead of the file");
   cmd->add_option("--refine", o->refine, "Refine rounds after the fill")->capture_default_str();
