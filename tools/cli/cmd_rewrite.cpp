@@ -135,9 +135,11 @@ void run_rewrite(const RewriteOptions& o) {
   const std::string result = prefix + new_span + suffix;
   const std::string diff = unified_diff(text, result, o.file);
   if (o.json) {
-    const nlohmann::json out = {{"text", result},  {"span", new_span}, {"old_span", old_span},
-                                {"diff", diff},    {"tokens", n},      {"forwards", forwards},
-                                {"refine", rounds}};
+    const nlohmann::json out = {
+        {"text", result},       {"span", new_span},
+        {"old_span", old_span}, {"diff", diff},
+        {"tokens", n},          {"forwards", forwards},
+        {"refine", rounds},     {"span_ids", std::vector<int32_t>(canvas.begin() + lo, canvas.begin() + hi)}};
     std::printf("%s\n", out.dump().c_str());
     return;
   }
@@ -186,8 +188,8 @@ void setup(CLI::App& app) {
   cmd->add_option("--dtype", o->dtype, kDtypeHelp)->capture_default_str();
   cmd->add_option("-t,--threads", o->threads, "Threads (0 = all cores)")->capture_default_str();
   cmd->add_flag("--json", o->json,
-                "Print one JSON object: {text, span, old_span, diff, tokens, forwards, refine: [{remasked, "
-                "changed}]}");
+                "Print one JSON object: {text, span, span_ids, old_span, diff, tokens, forwards, refine: "
+                "[{remasked, changed}]}");
   cmd->add_flag("-q,--quiet", o->quiet, "No status lines on stderr");
   cmd->callback([o] { run_rewrite(*o); });
 }
