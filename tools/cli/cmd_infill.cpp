@@ -107,17 +107,7 @@ void setup(CLI::App& app) {
   cmd->add_option("--default-length", o->default_length, "Tokens per <|mask|> placeholder")
       ->capture_default_str();
   cmd->add_flag("--bos", o->bos, "Put the model's BOS id first (the demo model was trained without)");
-  cmd->add_option("--block-length", o->params.block_length,
-                  "Masked positions per block, left to right (0 = all: one block); must divide their number")
-      ->capture_default_str();
-  cmd->add_option("--steps", o->params.steps,
-                  "Denoising steps in total, split evenly over blocks (0 = one token per step)")
-      ->capture_default_str();
-  cmd->add_option("--temperature", o->params.temperature, "Gumbel-max sampling temperature (0 = argmax)")
-      ->capture_default_str();
-  cmd->add_option("--seed", o->params.seed, "Random seed for sampling and random unmasking")
-      ->capture_default_str();
-  add_denoise_flags(cmd, o->params, o->denoise);
+  add_masked_span_flags(cmd, o->params, o->denoise);
   cmd->add_option("--dtype", o->dtype, kDtypeHelp)->capture_default_str();
   cmd->add_option("-t,--threads", o->threads, "Threads (0 = all cores)")->capture_default_str();
   cmd->add_flag(

@@ -109,4 +109,18 @@ void apply_denoise_flags(const DenoiseFlags& f, GenerateParams& p) {
   }
 }
 
+void add_masked_span_flags(CLI::App* cmd, GenerateParams& params, DenoiseFlags& flags) {
+  cmd->add_option("--block-length", params.block_length,
+                  "Masked positions per block, left to right (0 = all: one block); must divide their number")
+      ->capture_default_str();
+  cmd->add_option("--steps", params.steps,
+                  "Denoising steps in total, split evenly over blocks (0 = one token per step)")
+      ->capture_default_str();
+  cmd->add_option("--temperature", params.temperature, "Gumbel-max sampling temperature (0 = argmax)")
+      ->capture_default_str();
+  cmd->add_option("--seed", params.seed, "Random seed for sampling and random unmasking")
+      ->capture_default_str();
+  add_denoise_flags(cmd, params, flags);
+}
+
 }  // namespace dllm::cli

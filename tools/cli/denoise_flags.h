@@ -22,6 +22,11 @@ struct DenoiseFlags {
 // Registers the flags; plain numeric ones write straight into params.
 void add_denoise_flags(CLI::App* cmd, GenerateParams& params, DenoiseFlags& flags);
 // Resolves the words and rules into params; the error names the flag and lists the accepted words.
+// The schedule of commands that denoise masked spans of a given text (infill, rewrite): --block-length,
+// --steps,
+// --temperature, --seed over the masked positions, then the denoise flags above.
+void add_masked_span_flags(CLI::App* cmd, GenerateParams& params, DenoiseFlags& flags);
+
 void apply_denoise_flags(const DenoiseFlags& flags, GenerateParams& params);
 
 }  // namespace dllm::cli

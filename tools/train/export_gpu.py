@@ -60,12 +60,9 @@ def write_json(path, obj):
 def write_logs(meta, out, kind):
     with open(os.path.join(out, "training_log.csv"), "w", newline="") as f:
         w = csv.writer(f)
-        if kind == "student":
-            w.writerow(["step", "loss", "lr", "elapsed_s"])
-            w.writerows(meta["train_log"])
-        else:
-            w.writerow(["step", "tokens", "loss", "lr", "elapsed_s"])
-            w.writerows(meta["train_log"])
+        w.writerow(["step", "loss", "lr", "elapsed_s"] if kind == "student" else
+                   ["step", "tokens", "loss", "lr", "elapsed_s"])
+        w.writerows(meta["train_log"])
     if kind != "student":
         with open(os.path.join(out, "eval_log.csv"), "w", newline="") as f:
             w = csv.writer(f)

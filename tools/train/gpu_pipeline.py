@@ -185,7 +185,7 @@ def load_stream(work, name, dev):
 
 def save_outputs(path_prefix, model, cfg, meta):
     """bf16 weights (the shipped files are bf16: half the repository bytes, nothing lost that the engine's f32
-    compute would keep) + config + logs in one torch file, and f32 master weights beside it for later phases."""
+    compute would keep) + config + logs in one torch file (cmd_train keeps the f32 weights in the work dir)."""
     sd = {k: v.detach().to("cpu", torch.bfloat16) for k, v in model.state_dict().items()}
     torch.save({"state_dict": sd, "cfg": cfg, "meta": meta}, path_prefix + ".pt")
 
