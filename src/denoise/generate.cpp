@@ -21,20 +21,26 @@ Expected<GenerateResult> drive(Model& model, const std::vector<std::vector<int32
              "sides)");
       return generate_autoregressive(model, rows, params, on_step);
     }
-    const auto start = std::chrono::steady_clock::now();
     std::unique_ptr<DenoiseLoop> d = make_denoise_loop(model.info(), rows, params, infill);
-    while (!d->done()) {
-      std::vector<float> logits = model.forward(d->plan().input()).value();
-      d->step(logits);
-      if (on_step && !on_step(d->event())) d->cancel();
-    }
-    GenerateResult r = d->result();
-    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    return r;
+    return run_denoise_loop(model, *d, on_step).value();
   });
 }
 
 }  // namespace
+
+Expected<GenerateResult> run_denoise_loop(Model& model, DenoiseLoop& loop, const StepCallback& on_step) {
+  return capture([&] {
+    const auto start = std::chrono::steady_clock::now();
+    while (!loop.done()) {
+      std::vector<float> logits = model.forward(loop.plan().input()).value();
+      loop.step(logits);
+      if (on_step && !on_step(loop.event())) loop.cancel();
+    }
+    GenerateResult r = loop.result();
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return r;
+  });
+}
 
 Expected<GenerateResult> generate(Model& model, const std::vector<std::vector<int32_t>>& prompts,
                                   const GenerateParams& params, const StepCallback& on_step) {

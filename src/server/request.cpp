@@ -5,6 +5,7 @@
 #include <set>
 
 #include "ar/ar_generate.h"
+#include "denoise/infill_template.h"
 #include "denoise/strategy_names.h"
 #include "server/router.h"
 
@@ -156,7 +157,13 @@ const std::set<std::string>& known_fields(Endpoint e) {
     s.insert({"messages", "max_completion_tokens"});
     return s;
   }();
-  return e == Endpoint::kChat ? chat : completions;
+  static const std::set<std::string> canvas = [] {
+    auto s = common;
+    for (const auto& key : strategy_keys()) s.insert(key);
+    s.insert({"text", "spans", "mode", "refine", "refine_tokens"});
+    return s;
+  }();
+  return e == Endpoint::kChat ? chat : e == Endpoint::kCanvas ? canvas : completions;
 }
 
 std::vector<int32_t> completion_prompt(const json& body, const TextCodec& codec) {
@@ -359,6 +366,153 @@ void parse_suffix(const json& body, const ModelInfo& info, const TextCodec& code
   r.infill = true;
 }
 
+
+// Byte offset of code point `cp` of UTF-8 `text` (cp = its length: the end); -1 past the end.
+int64_t byte_of_code_point(const std::string& text, int64_t cp) {
+  int64_t seen = 0;
+  for (size_t b = 0; b <= text.size(); ++b) {
+    if (b == text.size() || (static_cast<unsigned char>(text[b]) & 0xC0) != 0x80) {
+      if (seen == cp) return static_cast<int64_t>(b);
+      ++seen;
+    }
+  }
+  return -1;
+}
+
+// /v1/canvas: `text` with placeholders, or `text` + `spans` (code-point ranges) -> the canvas to edit.
+void parse_canvas(const json& body, const ModelInfo& info, const TextCodec& codec, const RequestPolicy& policy,
+                  GenRequest& r) {
+  if (info.autoregressive)
+    bad("model", "/v1/canvas needs a diffusion model: '" + policy.model_id + "' is autoregressive");
+  if (info.block_size > 0)
+    bad("model", "/v1/canvas is not offered for block-diffusion models (" + info.architecture +
+                     "): a block never sees the text after it, so a span could not be redone in context");
+  const int32_t mask = r.params.mask_id >= 0 ? r.params.mask_id : info.mask_id;
+  if (mask < 0) bad("mask_id", "the model names no mask id: give 'mask_id'");
+  if (r.n != 1) bad("n", "/v1/canvas edits one canvas: 'n' must be 1");
+  for (const char* name : {"max_tokens", "stop", "suffix", "stop_at_eos"})
+    if (field(body, name))
+      bad(name, std::string("'") + name + "' does not apply to /v1/canvas (span lengths are in 'spans' or the " +
+                    "placeholders; the canvas is denoised whole)");
+  r.params.stop_at_eos = false;
+  if (r.stream && !field(body, "diffusing")) r.diffusing = true;  // a streamed canvas edit shows its steps
+  const auto text = get_string(body, "text");
+  if (!text)
+    bad("text", "'text' is required: the document, with <|mask|> / <|mask:N|> placeholders or with 'spans'");
+  const std::string mode = get_string(body, "mode").value_or("redo");
+  if (mode != "redo" && mode != "refine")
+    bad("mode", "'mode' must be \"redo\" (the spans are masked and denoised again) or \"refine\" (the spans "
+                "keep their text; refine rounds remask their least confident tokens), got \"" + mode + "\"");
+  auto& d = r.doc;
+  d.refine_only = mode == "refine";
+  d.rounds = get_int(body, "refine", 0, 64).value_or(d.refine_only ? 1 : 0);
+  if (d.refine_only && d.rounds == 0) bad("refine", "'mode': \"refine\" needs 'refine' >= 1 rounds");
+  d.tokens_per_round = get_int(body, "refine_tokens", 0, policy.max_tokens).value_or(0);
+  // The literal pieces and, per span, its mask count (redo) or its text (refine).
+  std::vector<int64_t> lengths;
+  std::vector<std::string> span_texts;
+  const json* spans = field(body, "spans");
+  if (!spans) {
+    if (d.refine_only) bad("mode", "'mode': \"refine\" needs 'spans': the parts of 'text' to refine");
+    InfillTemplate t;
+    try {
+      t = parse_infill_template(*text);
+    } catch (const std::exception& e) {
+      bad("text", std::string("'text': ") + e.what());
+    }
+    if (t.lengths.empty())
+      bad("text", "'text' has no <|mask|> / <|mask:N|> placeholder and no 'spans' are given: nothing to edit");
+    d.texts = std::move(t.texts);
+    lengths = std::move(t.lengths);
+  } else {
+    if (!spans->is_array() || spans->empty())
+      bad("spans", "'spans' must be a non-empty array of {\"start\", \"end\"[, \"length\"]}");
+    if (parse_infill_template(*text).lengths.size() > 0)
+      bad("spans", "'text' has placeholders and 'spans' are given: use one or the other");
+    int64_t prev_end = 0, prev_byte = 0;
+    const int64_t chars = [&] {
+      int64_t n = 0;
+      for (unsigned char c : *text) n += (c & 0xC0) != 0x80;
+      return n;
+    }();
+    for (size_t k = 0; k < spans->size(); ++k) {
+      const json& sp = (*spans)[k];
+      const std::string at = "spans[" + std::to_string(k) + "]";
+      if (!sp.is_object()) bad("spans", "'" + at + "' must be an object {\"start\", \"end\"[, \"length\"]}");
+      for (const auto& [key, _] : sp.items())
+        if (key != "start" && key != "end" && key != "length")
+          bad("spans", "'" + at + "." + key + "' is not a span field (start, end, length)");
+      const auto start = get_int(sp, "start", 0, chars), end = get_int(sp, "end", 0, chars);
+      if (!start || !end) bad("spans", "'" + at + "' needs 'start' and 'end' (code points of 'text')");
+      if (*end < *start) bad("spans", "'" + at + "': end " + std::to_string(*end) + " < start " +
+                                          std::to_string(*start));
+      if (*start < prev_end) bad("spans", "'" + at + "' overlaps or precedes the span before it");
+      const auto length = get_int(sp, "length", 1, policy.max_tokens);
+      if (d.refine_only && length) bad("spans", "'" + at + ".length': \"refine\" keeps the span's tokens");
+      if (*end == *start && !length)
+        bad("spans", "'" + at + "' is empty: give 'length' (tokens to insert) or a non-empty range");
+      const int64_t b0 = byte_of_code_point(*text, *start), b1 = byte_of_code_point(*text, *end);
+      d.texts.push_back(text->substr(prev_byte, b0 - prev_byte));
+      span_texts.push_back(text->substr(b0, b1 - b0));
+      lengths.push_back(length.value_or(0));
+      prev_end = *end;
+      prev_byte = b1;
+    }
+    d.texts.push_back(text->substr(prev_byte));
+  }
+  // The canvas: each piece encoded on its own (as dllm infill does), the spans between them.
+  auto encode = [&](const std::string& piece, const char* param) {
+    try {
+      return codec.encode(piece, /*add_special_tokens=*/false);
+    } catch (const std::exception& e) {
+      bad(param, std::string("'") + param + "': " + e.what());
+    }
+  };
+  auto put = [&](const std::vector<int32_t>& ids, uint8_t editable) {
+    d.ids.insert(d.ids.end(), ids.begin(), ids.end());
+    d.editable.insert(d.editable.end(), ids.size(), editable);
+  };
+  int64_t masks = 0;
+  for (size_t k = 0; k <= lengths.size(); ++k) {
+    const auto ids = encode(d.texts[k], "text");
+    if (std::find(ids.begin(), ids.end(), mask) != ids.end())
+      bad("text", "'text' outside the spans spells the mask token: it cannot be kept as text");
+    put(ids, 0);
+    if (k == lengths.size()) break;
+    d.span_begin.push_back(static_cast<int64_t>(d.ids.size()));
+    if (d.refine_only) {
+      const auto ids = encode(span_texts[k], "spans");
+      if (ids.empty()) bad("spans", "'spans[" + std::to_string(k) + "]' has no token to refine");
+      put(ids, 1);
+    } else {
+      int64_t n = lengths[k];
+      if (n == 0) n = std::max<int64_t>(1, static_cast<int64_t>(encode(span_texts[k], "spans").size()));
+      put(std::vector<int32_t>(n, mask), 1);
+      masks += n;
+    }
+    d.span_length.push_back(static_cast<int64_t>(d.ids.size()) - d.span_begin.back());
+  }
+  if (masks > policy.max_tokens)
+    bad("spans", "the spans are " + std::to_string(masks) + " masked tokens, over this server's limit of " +
+                     std::to_string(policy.max_tokens));
+  for (int32_t id : d.ids)
+    if (id >= info.vocab_size)
+      bad("text", "token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                      std::to_string(info.vocab_size) + ")");
+  const int64_t size = static_cast<int64_t>(d.ids.size());
+  if (size > info.max_seq_len || size > policy.max_prompt_tokens + policy.max_tokens)
+    bad("text", "the canvas is " + std::to_string(size) + " tokens, over the " +
+                    (size > info.max_seq_len ? "model's context of " + std::to_string(info.max_seq_len)
+                                             : "server's limit of " +
+                                                   std::to_string(policy.max_prompt_tokens + policy.max_tokens)) +
+                    " tokens");
+  r.params.gen_length = masks;  // informative: the canvas edit loop counts the masks itself
+  // The server's block length / steps defaults apply only where they fit the masks asked for.
+  if (!field(body, "block_length") && r.params.block_length > 0 && masks % r.params.block_length != 0)
+    r.params.block_length = 0;
+  if (!field(body, "steps") && r.params.steps > masks) r.params.steps = 0;
+}
+
 }  // namespace
 
 const std::vector<std::string>& diffusion_only_fields() {
@@ -454,6 +608,11 @@ std::optional<ApiError> parse_request(const json& body, Endpoint endpoint, const
       parse_dllm_fields(body, info, r.params);
     }
     if (endpoint == Endpoint::kCompletions) parse_suffix(body, info, codec, policy.model_id, r);
+    if (endpoint == Endpoint::kCanvas) {
+      parse_canvas(body, info, codec, policy, r);
+      out = std::move(r);
+      return std::nullopt;
+    }
 
     r.prompt = endpoint == Endpoint::kChat ? chat_prompt(body, codec) : completion_prompt(body, codec);
     const char* prompt_name = endpoint == Endpoint::kChat ? "messages" : "prompt";

@@ -33,7 +33,7 @@ struct RequestPolicy {
   std::string mask_placeholder = "\u2591";
 };
 
-enum class Endpoint { kCompletions, kChat };
+enum class Endpoint { kCompletions, kChat, kCanvas };
 
 struct GenRequest {
   Endpoint endpoint = Endpoint::kCompletions;
@@ -47,6 +47,16 @@ struct GenRequest {
   // suffix, run by dllm::infill; the answer is the filled masks.
   bool infill = false;
   std::vector<int32_t> suffix;
+  // /v1/canvas (docs/server.md "Canvas editing"): the document split at its spans. The answer is texts[0] +
+  // span 0's new text + texts[1] + ...: everything outside the spans comes back byte for byte.
+  struct CanvasDoc {
+    std::vector<std::string> texts;                 // the n + 1 literal pieces around the n spans
+    std::vector<int64_t> span_begin, span_length;  // canvas positions of each span
+    std::vector<int32_t> ids;                      // the canvas: pieces' ids, spans as masks (or tokens)
+    std::vector<uint8_t> editable;                 // per position: inside a span
+    int64_t rounds = 0, tokens_per_round = 0;      // refine rounds after the fill, k per round (0: a quarter)
+    bool refine_only = false;                      // mode "refine": the spans keep their text
+  } doc;
   // Autoregressive models: the ids that end a choice's text (the model's end-of-generation ids or stop_ids).
   std::vector<int32_t> end_ids;
 };

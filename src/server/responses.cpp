@@ -1,5 +1,6 @@
 #include "server/responses.h"
 
+#include <algorithm>
 #include <chrono>
 #include <random>
 
@@ -14,7 +15,8 @@ ResponseMeta make_meta(Endpoint endpoint, const std::string& model) {
                 static_cast<unsigned long long>(rng() & 0xffffffffu));
   ResponseMeta m;
   m.endpoint = endpoint;
-  m.id = (endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-") + std::string(hex);
+  m.id = (endpoint == Endpoint::kChat ? "chatcmpl-" : endpoint == Endpoint::kCanvas ? "canvas-" : "cmpl-") +
+         std::string(hex);
   m.model = model;
   m.created =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -128,6 +130,55 @@ json diffusion_chunk(const ResponseMeta& m, const TextCodec& codec, const StepUp
                       {"elapsed_ms", elapsed_ms},
                       {"rows", std::move(rows)}};
   return out;
+}
+
+namespace {
+
+int64_t code_points(const std::string& s) {
+  int64_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+// Canvas positions in [begin, begin + length) -> offsets in the span.
+json span_offsets(const std::vector<int64_t>& positions, int64_t begin, int64_t length) {
+  json out = json::array();
+  for (int64_t p : positions)
+    if (p >= begin && p < begin + length) out.push_back(p - begin);
+  return out;
+}
+
+}  // namespace
+
+json canvas_document(const TextCodec& codec, const GenRequest::CanvasDoc& doc, const std::vector<int32_t>& canvas,
+                     const std::string& placeholder, int32_t mask_id, const StepUpdate* u) {
+  const int32_t mask = mask_id >= 0 ? mask_id : codec.mask_id();
+  std::string text = doc.texts.empty() ? std::string() : doc.texts[0];
+  json spans = json::array();
+  for (size_t k = 0; k < doc.span_begin.size(); ++k) {
+    const int64_t b = doc.span_begin[k], n = doc.span_length[k];
+    if (b + n > static_cast<int64_t>(canvas.size())) break;
+    const std::vector<int32_t> ids(canvas.begin() + b, canvas.begin() + b + n);
+    const int64_t masked = std::count(ids.begin(), ids.end(), mask);
+    const std::string piece = masked ? codec.canvas_text(ids, placeholder, mask_id) : codec.decode(ids);
+    json span = {{"start", code_points(text)},
+                 {"end", code_points(text) + code_points(piece)},
+                 {"text", piece},
+                 {"masked", masked},
+                 {"tokens", n}};
+    if (u) {
+      const TextCodec::Pieces p = codec.pieces(ids, mask_id);
+      json pieces = json::array();
+      for (size_t i = 0; i < p.text.size(); ++i) pieces.push_back(p.masked[i] ? json(nullptr) : json(p.text[i]));
+      span["pieces"] = std::move(pieces);
+      span["committed"] = u->committed.empty() ? json::array() : span_offsets(u->committed[0], b, n);
+      span["edited"] = u->edited.empty() ? json::array() : span_offsets(u->edited[0], b, n);
+    }
+    spans.push_back(std::move(span));
+    text += piece;
+    if (k + 1 < doc.texts.size()) text += doc.texts[k + 1];
+  }
+  return {{"text", text}, {"spans", spans}};
 }
 
 std::string dump(const json& j) {

@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "denoise/canvas_edit.h"
 #include "server/responses.h"
 #include "server/text_codec.h"
 #include "server/web_assets.h"
@@ -97,6 +98,8 @@ GenerateParams autoregressive_defaults(const GenerateParams& d) {
   return p;
 }
 
+struct Exchange;
+
 class App {
  public:
   App(std::vector<std::unique_ptr<Served>> served, const ServeOptions& o)
@@ -123,6 +126,15 @@ class App {
     metrics_.count_request(endpoint, e.status);
   }
   void generate(const httplib::Request& req, httplib::Response& res, Endpoint endpoint);
+  // /v1/canvas's answer (the job is queued): a JSON document, or its steps as SSE events then the document.
+  void reply_canvas(const std::shared_ptr<Exchange>& x, httplib::Response& res,
+                    const std::function<void(int)>& finish_metrics);
+  // Where a canvas edit goes when no model is named: the default model, or the first diffusion one.
+  size_t canvas_model() const {
+    for (size_t i = 0; i < served_.size(); ++i)
+      if (served_[i]->kind == ModelKind::kDiffusion) return i;
+    return 0;
+  }
   json model_json(const Served& m) const;
   json auto_json() const;
   const Served* find(const std::string& name) const {
@@ -301,6 +313,9 @@ void App::routes(httplib::Server& s) {
   s.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
     generate(req, res, Endpoint::kChat);
   });
+  s.Post("/v1/canvas", [this](const httplib::Request& req, httplib::Response& res) {
+    generate(req, res, Endpoint::kCanvas);
+  });
 }
 
 // Per-request state shared by the content provider calls.
@@ -319,7 +334,9 @@ struct Exchange {
 };
 
 void App::generate(const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
-  const std::string name = endpoint == Endpoint::kChat ? "/v1/chat/completions" : "/v1/completions";
+  const std::string name = endpoint == Endpoint::kChat     ? "/v1/chat/completions"
+                           : endpoint == Endpoint::kCanvas ? "/v1/canvas"
+                                                           : "/v1/completions";
   json body;
   try {
     body = json::parse(req.body);
@@ -337,7 +354,11 @@ void App::generate(const httplib::Request& req, httplib::Response& res, Endpoint
   const auto model_field = body.is_object() ? body.find("model") : body.end();
   if (body.is_object() && model_field != body.end() && model_field->is_string()) {
     const std::string wanted = model_field->get<std::string>();
-    if (wanted == kAutoModel) {
+    if (wanted == kAutoModel && endpoint == Endpoint::kCanvas) {
+      decision.model = canvas_model();
+      decision.reason = RouteReason::kInfill;
+      decision.detail = "a canvas edit: infill in context -> the first diffusion model";
+    } else if (wanted == kAutoModel) {
       decision = route(route_features(body, endpoint == Endpoint::kChat, o_.policy.defaults.gen_length),
                        targets_, o_.router);
     } else {
@@ -352,6 +373,10 @@ void App::generate(const httplib::Request& req, httplib::Response& res, Endpoint
       decision.reason = RouteReason::kRequested;
       decision.detail = "named in the request";
     }
+  }
+  if (endpoint == Endpoint::kCanvas && decision.reason == RouteReason::kDefault) {
+    decision.model = canvas_model();
+    decision.detail = "no model named -> the first diffusion model";
   }
   Served& m = *served_[decision.model];
   const json route = route_json(decision, targets_);
@@ -373,7 +398,12 @@ void App::generate(const httplib::Request& req, httplib::Response& res, Endpoint
     std::unique_ptr<DenoiseLoop> denoiser;
     Window window;
     try {
-      if (r.infill) {
+      if (endpoint == Endpoint::kCanvas) {
+        // The whole canvas is the answer's window; every step is kept (a refine round's changes are counted
+        // from its events).
+        const CanvasEdit edit{r.doc.ids, r.doc.editable, r.doc.rounds, r.doc.tokens_per_round};
+        denoiser = make_canvas_edit_loop(m.model->info(), edit, r.params);
+      } else if (r.infill) {
         // prompt + max_tokens masks + suffix; the answer is the masks' window.
         const int32_t mask = r.params.mask_id >= 0 ? r.params.mask_id : m.model->info().mask_id;
         std::vector<int32_t> canvas = r.prompt;
@@ -393,7 +423,8 @@ void App::generate(const httplib::Request& req, httplib::Response& res, Endpoint
       return reply_error(res, {400, e.what(), param_of(e.what(), body), "invalid_request_error", ""}, name,
                          route_if_auto);
     }
-    x->job = std::make_shared<Job>(std::move(denoiser), updates, window);
+    x->job = std::make_shared<Job>(std::move(denoiser),
+                                   endpoint == Endpoint::kCanvas ? Updates::kAll : updates, window);
   }
   x->meta = make_meta(endpoint, m.name);
   x->endpoint = name;
@@ -426,6 +457,7 @@ void App::generate(const httplib::Request& req, httplib::Response& res, Endpoint
     mm.request_seconds.observe(std::chrono::duration<double>(Clock::now() - x->job->arrived).count());
     for (const auto& s : x->streams) mm.completion_tokens += s.tokens();
   };
+  if (endpoint == Endpoint::kCanvas) return reply_canvas(x, res, finish_metrics);
   auto stats = [x]() {
     const GenerateResult& g = x->job->result();
     return json{{"forwards", g.forwards},
@@ -553,6 +585,115 @@ void App::generate(const httplib::Request& req, httplib::Response& res, Endpoint
           if (x->request.include_usage && !put(sse(usage_chunk(x->meta, x->prompt_tokens(), completion))))
             return fail();
           finish_metrics(200);
+          if (!put("data: [DONE]\n\n")) return fail();
+          sink.done();
+          return true;
+        }
+      },
+      [x, finish_metrics](bool success) {
+        if (!success) x->job->cancel();
+        finish_metrics(success ? 200 : 499);
+      });
+}
+
+void App::reply_canvas(const std::shared_ptr<Exchange>& x, httplib::Response& res,
+                       const std::function<void(int)>& finish_metrics) {
+  const GenRequest& r = x->request;
+  const int64_t editable = std::count(r.doc.editable.begin(), r.doc.editable.end(), 1);
+  const int64_t k = refine_tokens_per_round(editable, r.doc.tokens_per_round);
+  // Per refine round: the remasked tokens that came back different (the round's last event says which).
+  auto changed = std::make_shared<std::vector<int64_t>>(r.doc.rounds, 0);
+  auto note = [changed](const StepUpdate& u) {
+    if (u.block > 0 && u.block <= static_cast<int64_t>(changed->size()) && !u.edited.empty())
+      (*changed)[u.block - 1] = static_cast<int64_t>(u.edited[0].size());
+  };
+  auto document = [this, x, changed, editable, k]() {
+    const GenRequest& r = x->request;
+    const GenerateResult& g = x->job->result();
+    const std::vector<int32_t>& canvas = g.outputs.empty() ? r.doc.ids : g.outputs[0];
+    json out = canvas_document(x->served->codec, r.doc, canvas, r.mask_placeholder, r.params.mask_id);
+    json rounds = json::array();
+    for (size_t i = 0; i < changed->size(); ++i)
+      rounds.push_back({{"round", i + 1}, {"remasked", k}, {"changed", (*changed)[i]}});
+    const int64_t context = static_cast<int64_t>(r.doc.ids.size()) - editable;
+    json head = {{"id", x->meta.id}, {"object", "canvas"}, {"created", x->meta.created}, {"model", x->meta.model}};
+    head.update(out);
+    head["refine"] = rounds;
+    head["usage"] = usage_json(context, editable);
+    head["dllm"] = {{"forwards", g.forwards},
+                    {"forward_tokens", g.forward_tokens},
+                    {"seconds", g.seconds},
+                    {"cancelled", g.cancelled},
+                    {"queue_seconds", std::chrono::duration<double>(x->job->started - x->job->arrived).count()},
+                    {"route", x->route}};
+    return head;
+  };
+  auto error_text = [x]() { return dump(error_body({500, *x->job->error(), "", "server_error", ""})); };
+  if (!r.stream) {
+    res.set_chunked_content_provider(
+        "application/json",
+        [x, note, document, error_text, finish_metrics](size_t, httplib::DataSink& sink) {
+          for (;;) {
+            Job::News news = x->job->wait(kHeartbeat);
+            for (const StepUpdate& u : news.updates) note(u);
+            if (!news.ended) {
+              if (!sink.write(" ", 1)) {  // whitespace before the JSON keeps it valid; tells a closed socket
+                x->job->cancel();
+                return false;
+              }
+              continue;
+            }
+            std::string out = x->job->error() ? error_text() : dump(document());
+            finish_metrics(x->job->error() ? 500 : 200);
+            out += "\n";
+            const bool ok = sink.write(out.data(), out.size());
+            if (ok) sink.done();
+            return ok;
+          }
+        },
+        [x, finish_metrics](bool success) {
+          if (!success) x->job->cancel();
+          finish_metrics(success ? 200 : 499);
+        });
+    return;
+  }
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [x, note, document, error_text, finish_metrics](size_t, httplib::DataSink& sink) {
+        auto put = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
+        auto fail = [&] {
+          x->job->cancel();
+          return false;
+        };
+        const GenRequest& r = x->request;
+        for (;;) {
+          Job::News news = x->job->wait(kHeartbeat);
+          if (news.updates.empty() && !news.ended) {
+            if (!put(": keep-alive\n\n")) return fail();
+            continue;
+          }
+          for (const StepUpdate& u : news.updates) {
+            note(u);
+            if (!r.diffusing || u.canvas.empty()) continue;
+            const double ms = std::chrono::duration<double, std::milli>(Clock::now() - x->job->started).count();
+            json step = canvas_document(x->served->codec, r.doc, u.canvas[0], r.mask_placeholder,
+                                        r.params.mask_id, &u);
+            step["round"] = u.block;
+            step["step"] = u.step;
+            step["forwards"] = u.forwards;
+            step["elapsed_ms"] = ms;
+            json chunk = {{"id", x->meta.id},
+                          {"object", "canvas.chunk"},
+                          {"created", x->meta.created},
+                          {"model", x->meta.model},
+                          {"dllm", std::move(step)}};
+            if (!put(sse(chunk))) return fail();
+          }
+          if (!news.ended) continue;
+          finish_metrics(x->job->error() ? 500 : 200);
+          if (!put(x->job->error() ? "data: " + error_text() + "\n\n" : sse(document()))) return fail();
           if (!put("data: [DONE]\n\n")) return fail();
           sink.done();
           return true;

@@ -6,12 +6,12 @@
 #include <climits>
 #include <cstdio>
 #include <nlohmann/json.hpp>
-#include <numeric>
 
 #include "command.h"
 #include "common.h"
 #include "core/error.h"
 #include "core/file.h"
+#include "denoise/canvas_edit.h"
 #include "denoise_flags.h"
 #include "io/json_file.h"
 #include "model/model_tokenizer.h"
@@ -37,22 +37,6 @@ struct RewriteOptions {
   GenerateParams params;
   DenoiseFlags denoise;
 };
-
-// Denoises the masked positions of `canvas` and records, for each position it commits, the score it was
-// committed with. Returns the forwards it took.
-int64_t denoise_masked(Model& model, std::vector<int32_t>& canvas, std::vector<double>& score,
-                       const GenerateParams& params) {
-  auto result = infill(model, {canvas}, params, [&](const StepEvent& ev) {
-    if (ev.committed_scores == nullptr) return true;
-    const auto& pos = (*ev.committed)[0];
-    const auto& sc = (*ev.committed_scores)[0];
-    for (size_t i = 0; i < pos.size() && i < sc.size(); ++i) score[pos[i]] = sc[i];
-    return true;
-  });
-  if (!result.ok()) fail(result.error());
-  canvas = result.value().outputs[0];
-  return result.value().forwards;
-}
 
 void run_rewrite(const RewriteOptions& o) {
   if (!file_exists(o.file)) fail(o.file, ": no such file");
@@ -90,6 +74,11 @@ void run_rewrite(const RewriteOptions& o) {
     else
       keep_before = half, keep_after = room - half;
   }
+  // The tokenizer reads special-token strings in the text as those tokens: a mask there would be filled too.
+  for (const auto* side : {&before, &after})
+    if (std::find(side->begin(), side->end(), mask) != side->end())
+      fail(o.file, ": the text outside --lines contains the mask token's string (",
+           tok.decode(std::vector<int32_t>{mask}, /*skip_special_tokens=*/false), "); rewrite cannot keep it as text");
   before.erase(before.begin(), before.end() - keep_before);
   after.resize(keep_after);
   std::vector<int32_t> canvas = before;
@@ -99,33 +88,25 @@ void run_rewrite(const RewriteOptions& o) {
 
   GenerateParams params = o.params;
   apply_denoise_flags(o.denoise, params);
-  std::vector<double> score(canvas.size(), 0);
-  int64_t forwards = denoise_masked(*model, canvas, score, params);
-  // Refine: the k least confident tokens of the span go back to masks and are denoised again.
-  const int64_t k = std::min(n, o.refine_tokens > 0 ? o.refine_tokens : std::max<int64_t>(1, n / 4));
+  // Fill the span, then refine: the k least confident tokens of the span (the score each was committed with)
+  // go back to masks and are denoised again (denoise/canvas_edit.h).
+  CanvasEdit edit{canvas, std::vector<uint8_t>(canvas.size(), 0), o.refine, o.refine_tokens};
+  std::fill(edit.editable.begin() + lo, edit.editable.begin() + hi, 1);
+  const int64_t k = refine_tokens_per_round(n, o.refine_tokens);
+  auto loop = make_canvas_edit_loop(model->info(), std::move(edit), params);
   nlohmann::json rounds = nlohmann::json::array();
-  for (int64_t r = 0; r < o.refine; ++r) {
-    std::vector<int64_t> pos(n);
-    std::iota(pos.begin(), pos.end(), lo);
-    std::stable_sort(pos.begin(), pos.end(), [&](int64_t a, int64_t b) { return score[a] < score[b]; });
-    pos.resize(k);
-    std::sort(pos.begin(), pos.end());
-    std::vector<int32_t> was;
-    for (int64_t p : pos) {
-      was.push_back(canvas[p]);
-      canvas[p] = mask;
-    }
-    GenerateParams rp = params;
-    rp.block_length = 0;  // the remasked positions are scattered: one block over them
-    if (rp.steps > k) rp.steps = k;
-    forwards += denoise_masked(*model, canvas, score, rp);
-    int64_t changed = 0;
-    for (size_t i = 0; i < pos.size(); ++i) changed += canvas[pos[i]] != was[i];
+  auto run = run_denoise_loop(*model, *loop, [&](const StepEvent& ev) {
+    if (ev.block == 0 || ev.edited == nullptr) return true;  // a round's last step reports its changes
+    const int64_t changed = static_cast<int64_t>((*ev.edited)[0].size());
     rounds.push_back({{"remasked", k}, {"changed", changed}});
     if (!o.quiet && !o.json)
       std::fprintf(stderr, "dllm: refine round %lld: %lld of %lld remasked tokens changed\n",
-                   static_cast<long long>(r + 1), static_cast<long long>(changed), static_cast<long long>(k));
-  }
+                   static_cast<long long>(ev.block), static_cast<long long>(changed), static_cast<long long>(k));
+    return true;
+  });
+  if (!run.ok()) fail(run.error());
+  canvas = run.value().outputs[0];
+  const int64_t forwards = run.value().forwards;
 
   std::string new_span = tok.decode(std::vector<int32_t>(canvas.begin() + lo, canvas.begin() + hi),
                                     /*skip_special_tokens=*/true);
