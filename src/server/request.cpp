@@ -442,12 +442,20 @@ void parse_canvas(const json& body, const ModelInfo& info, const TextCodec& code
       for (const auto& [key, _] : sp.items())
         if (key != "start" && key != "end" && key != "length")
           bad("spans", "'" + at + "." + key + "' is not a span field (start, end, length)");
-      const auto start = get_int(sp, "start", 0, chars), end = get_int(sp, "end", 0, chars);
+      // A span's own fields are reported as the span's ('spans[k].end ...'), not as top-level fields.
+      auto span_int = [&](const char* name, int64_t lo, int64_t hi) {
+        try {
+          return get_int(sp, name, lo, hi);
+        } catch (const FieldError& e) {
+          bad("spans", "'" + at + "." + e.message.substr(1));  // "'end' must ..." -> "'spans[k].end' ..."
+        }
+      };
+      const auto start = span_int("start", 0, chars), end = span_int("end", 0, chars);
       if (!start || !end) bad("spans", "'" + at + "' needs 'start' and 'end' (code points of 'text')");
       if (*end < *start) bad("spans", "'" + at + "': end " + std::to_string(*end) + " < start " +
                                           std::to_string(*start));
       if (*start < prev_end) bad("spans", "'" + at + "' overlaps or precedes the span before it");
-      const auto length = get_int(sp, "length", 1, policy.max_tokens);
+      const auto length = span_int("length", 1, policy.max_tokens);
       if (d.refine_only && length) bad("spans", "'" + at + ".length': \"refine\" keeps the span's tokens");
       if (*end == *start && !length)
         bad("spans", "'" + at + "' is empty: give 'length' (tokens to insert) or a non-empty range");

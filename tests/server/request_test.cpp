@@ -402,3 +402,97 @@ TEST(PrefixStream, EndsAtTheGivenEndIds) {
 
 }  // namespace
 }  // namespace dllm::server
+
+namespace dllm::server {
+namespace {
+
+// /v1/canvas: placeholders or code-point spans -> the canvas (pieces' ids, spans as masks or kept tokens).
+TEST_F(Fixture, CanvasPlaceholdersMakeMaskedSpans) {
+  GenRequest r;
+  auto err = parse_request(json{{"text", "1 2 <|mask:3|> 7 <|mask|> 9"}, {"refine", 2}}, Endpoint::kCanvas, codec,
+                           info, policy, r);
+  ASSERT_FALSE(err) << err->message;
+  const auto& d = r.doc;
+  EXPECT_EQ(d.texts, (std::vector<std::string>{"1 2 ", " 7 ", " 9"}));
+  const int32_t m = 500;
+  std::vector<int32_t> ids = {1, 2, m, m, m, 7};
+  ids.insert(ids.end(), 16, m);  // a bare <|mask|> is 16 tokens, as in dllm infill
+  ids.push_back(9);
+  EXPECT_EQ(d.ids, ids);
+  std::vector<uint8_t> editable;
+  for (int32_t id : ids) editable.push_back(id == m);
+  EXPECT_EQ(d.editable, editable);
+  EXPECT_EQ(d.span_begin, (std::vector<int64_t>{2, 6}));
+  EXPECT_EQ(d.span_length, (std::vector<int64_t>{3, 16}));
+  EXPECT_EQ(d.rounds, 2);
+  EXPECT_FALSE(d.refine_only);
+  EXPECT_FALSE(r.params.stop_at_eos);
+  EXPECT_EQ(r.params.gen_length, 19);
+}
+
+TEST_F(Fixture, CanvasSpansAreCodePointRanges) {
+  GenRequest r;
+  // "1 2 3 4 5": code points 4..7 are "3 4"; redo keeps the span's token count unless `length` says.
+  auto err = parse_request(json{{"text", "1 2 3 4 5"}, {"spans", {{{"start", 4}, {"end", 7}}}}}, Endpoint::kCanvas,
+                           codec, info, policy, r);
+  ASSERT_FALSE(err) << err->message;
+  EXPECT_EQ(r.doc.texts, (std::vector<std::string>{"1 2 ", " 5"}));
+  EXPECT_EQ(r.doc.ids, (std::vector<int32_t>{1, 2, 500, 500, 5}));
+  r = GenRequest{};
+  err = parse_request(json{{"text", "1 2 3 4 5"}, {"spans", {{{"start", 4}, {"end", 7}, {"length", 4}}}}},
+                      Endpoint::kCanvas, codec, info, policy, r);
+  ASSERT_FALSE(err) << err->message;
+  EXPECT_EQ(r.doc.ids, (std::vector<int32_t>{1, 2, 500, 500, 500, 500, 5}));
+  r = GenRequest{};
+  err = parse_request(json{{"text", "1 2 3 4 5"}, {"mode", "refine"}, {"spans", {{{"start", 4}, {"end", 7}}}}},
+                      Endpoint::kCanvas, codec, info, policy, r);
+  ASSERT_FALSE(err) << err->message;
+  EXPECT_TRUE(r.doc.refine_only);
+  EXPECT_EQ(r.doc.rounds, 1);
+  EXPECT_EQ(r.doc.ids, (std::vector<int32_t>{1, 2, 3, 4, 5}));
+  EXPECT_EQ(r.doc.editable, (std::vector<uint8_t>{0, 0, 1, 1, 0}));
+}
+
+TEST_F(Fixture, CanvasErrorsNameTheField) {
+  auto canvas = [&](const json& body) { return parse(body, Endpoint::kCanvas); };
+  EXPECT_EQ(canvas({{"prompt", "1"}})->param, "prompt");  // not a canvas field
+  EXPECT_EQ(canvas({{"refine", 1}})->param, "text");
+  EXPECT_EQ(canvas({{"text", "1 2 3"}})->param, "text");  // nothing to edit
+  EXPECT_EQ(canvas({{"text", "1 <|mask:2|>"}, {"max_tokens", 4}})->param, "max_tokens");
+  EXPECT_EQ(canvas({{"text", "1 <|mask:2|>"}, {"stop", "3"}})->param, "stop");
+  EXPECT_EQ(canvas({{"text", "1 <|mask:2|>"}, {"n", 2}})->param, "n");
+  EXPECT_EQ(canvas({{"text", "1 <|mask:2|>"}, {"mode", "rewrite"}})->param, "mode");
+  EXPECT_EQ(canvas({{"text", "1 <|mask:2|>"}, {"mode", "refine"}})->param, "mode");  // refine needs spans
+  EXPECT_EQ(canvas({{"text", "1 <|mask:2|>"}, {"refine", 65}})->param, "refine");
+  EXPECT_EQ(canvas({{"text", "1 <|mask:2|>"}, {"spans", {{{"start", 0}, {"end", 1}}}}})->param, "spans");
+  EXPECT_EQ(canvas({{"text", "1 2"}, {"spans", json::array()}})->param, "spans");
+  EXPECT_EQ(canvas({{"text", "1 2"}, {"spans", {{{"start", 2}, {"end", 1}}}}})->param, "spans");
+  EXPECT_EQ(canvas({{"text", "1 2"}, {"spans", {{{"start", 0}, {"end", 9}}}}})->param, "spans");  // past the end
+  EXPECT_EQ(canvas({{"text", "1 2"}, {"spans", {{{"start", 1}, {"end", 1}}}}})->param, "spans");  // empty
+  EXPECT_EQ(canvas({{"text", "1 2 3"}, {"spans", {{{"start", 0}, {"end", 3}}, {{"start", 2}, {"end", 4}}}}})->param,
+            "spans");  // overlap
+  EXPECT_EQ(canvas({{"text", "1 2"}, {"spans", {{{"start", 0}, {"end", 1}, {"color", 1}}}}})->param, "spans");
+  EXPECT_EQ(
+      canvas({{"text", "1 2"}, {"mode", "refine"}, {"spans", {{{"start", 0}, {"end", 1}, {"length", 3}}}}})->param,
+      "spans");
+  EXPECT_EQ(canvas({{"text", "500 <|mask|>"}})->param, "text");  // the mask id outside a span
+  EXPECT_EQ(canvas({{"text", "1 <|mask:200|>"}})->param, "spans");  // over max_tokens (128)
+  const auto over = canvas({{"text", "1 <|mask:2|> 999"}});
+  ASSERT_TRUE(over);
+  EXPECT_EQ(over->param, "text");  // outside the vocabulary
+  EXPECT_FALSE(canvas({{"text", "1 <|mask:2|>"}, {"refine", 3}, {"refine_tokens", 1}, {"stream", true}}));
+}
+
+TEST_F(BlockFixture, CanvasIsA400) {
+  auto err = parse({{"text", "1 <|mask:2|>"}}, Endpoint::kCanvas);
+  ASSERT_TRUE(err);
+  EXPECT_EQ(err->param, "model");
+  EXPECT_NE(err->message.find("block-diffusion"), std::string::npos) << err->message;
+}
+
+TEST_F(ArFixture, CanvasIsA400) {
+  EXPECT_EQ(parse({{"text", "1 <|mask:2|>"}}, Endpoint::kCanvas)->param, "model");
+}
+
+}  // namespace
+}  // namespace dllm::server
