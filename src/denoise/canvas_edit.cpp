@@ -70,6 +70,7 @@ class CanvasEditLoop final : public DenoiseLoop {
     inner_->step(logits);
     event_ = inner_->event();
     event_.block = phase_;
+    event_.forwards = ++calls_;  // over all phases (the inner loop counts its own)
     if (edit_.rounds > 0) {  // refine may still replace any editable token
       final_ = {editable_.front()};
       event_.final_prefix = &final_;
@@ -131,6 +132,7 @@ class CanvasEditLoop final : public DenoiseLoop {
       score_[pos] = std::exp(static_cast<double>(l[token]) - mx) / sum;
     }
     ++forwards_;
+    ++calls_;
     forward_tokens_ += score_plan_.len;
     scoring_ = false;
     rows_ = {edit_.canvas};
@@ -138,6 +140,7 @@ class CanvasEditLoop final : public DenoiseLoop {
     final_ = {editable_.front()};
     event_ = StepEvent{};
     event_.canvas = &rows_;
+    event_.forwards = calls_;
     event_.committed = &committed_;
     event_.final_prefix = &final_;
     const std::vector<int32_t>& c = edit_.canvas;
@@ -201,7 +204,7 @@ class CanvasEditLoop final : public DenoiseLoop {
   bool scoring_ = false, pending_round_ = false, done_ = false, cancelled_ = false;
   ForwardPlan score_plan_;
   std::unique_ptr<DenoiseLoop> inner_;
-  int64_t phase_ = 0, forwards_ = 0, forward_tokens_ = 0;
+  int64_t phase_ = 0, forwards_ = 0, forward_tokens_ = 0, calls_ = 0;
   StepEvent event_;
   std::vector<std::vector<int32_t>> rows_;
   std::vector<std::vector<int64_t>> committed_, edited_;

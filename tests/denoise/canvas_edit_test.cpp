@@ -105,7 +105,10 @@ TEST(CanvasEdit, RefineRoundsStayInsideTheSpan) {
     for (int64_t pos : run.edited_per_round[r])
       EXPECT_TRUE(run.committed_per_phase[r + 1].count(pos)) << "round " << r + 1 << " edited " << pos
                                                             << " without remasking it";
-  for (const StepEvent& ev : run.events) EXPECT_LE(ev.block, rounds);
+  for (size_t i = 0; i < run.events.size(); ++i) {
+    EXPECT_LE(run.events[i].block, rounds);
+    EXPECT_EQ(run.events[i].forwards, static_cast<int64_t>(i) + 1) << "events count the forwards of all phases";
+  }
 }
 
 // Refine of a span that keeps its tokens: the first forward scores them (editable positions masked) and the
