@@ -27,7 +27,8 @@ class CanvasEditLoop final : public DenoiseLoop {
            "after it");
     if (info_.autoregressive) fail("canvas edit: ", info_.architecture, " is autoregressive");
     if (edit_.rounds < 0) fail("canvas edit: refine rounds must be >= 0, got ", edit_.rounds);
-    if (edit_.tokens_per_round < 0) fail("canvas edit: refine tokens must be >= 0, got ", edit_.tokens_per_round);
+    if (edit_.tokens_per_round < 0)
+      fail("canvas edit: refine tokens must be >= 0, got ", edit_.tokens_per_round);
     mask_ = params_.mask_id >= 0 ? params_.mask_id : info_.mask_id;
     if (mask_ < 0) fail("canvas edit: the model has no mask id (give mask_id)");
     std::vector<int32_t>& c = edit_.canvas;
@@ -36,7 +37,8 @@ class CanvasEditLoop final : public DenoiseLoop {
     if (edit_.editable.size() != c.size())
       fail("canvas edit: ", edit_.editable.size(), " editable flags for a canvas of ", c.size());
     for (size_t i = 0; i < c.size(); ++i)
-      if (c[i] == mask_ && !edit_.editable[i]) fail("canvas edit: position ", i, " is a mask but not editable");
+      if (c[i] == mask_ && !edit_.editable[i])
+        fail("canvas edit: position ", i, " is a mask but not editable");
     for (size_t i = 0; i < c.size(); ++i)
       if (edit_.editable[i]) editable_.push_back(static_cast<int64_t>(i));
     if (editable_.empty()) fail("canvas edit: nothing to edit (no mask and no editable span)");
@@ -45,8 +47,8 @@ class CanvasEditLoop final : public DenoiseLoop {
     k_ = refine_tokens_per_round(static_cast<int64_t>(editable_.size()), edit_.tokens_per_round);
     score_.assign(c.size(), std::numeric_limits<double>::infinity());
     // Tokens already there that refine may replace get a score from the model first.
-    scoring_ = edit_.rounds > 0 && std::any_of(editable_.begin(), editable_.end(),
-                                               [&](int64_t p) { return c[p] != mask_; });
+    scoring_ = edit_.rounds > 0 &&
+               std::any_of(editable_.begin(), editable_.end(), [&](int64_t p) { return c[p] != mask_; });
     if (scoring_) {
       build_score_plan();
     } else {
@@ -71,7 +73,7 @@ class CanvasEditLoop final : public DenoiseLoop {
     event_ = inner_->event();
     event_.block = phase_;
     event_.forwards = ++calls_;  // over all phases (the inner loop counts its own)
-    if (edit_.rounds > 0) {  // refine may still replace any editable token
+    if (edit_.rounds > 0) {      // refine may still replace any editable token
       final_ = {editable_.front()};
       event_.final_prefix = &final_;
     }

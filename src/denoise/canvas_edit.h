@@ -30,8 +30,8 @@ struct CanvasEdit {
 // Per step, StepEvent::block is the phase: 0 = score / fill, r = refine round r (StepEvent::step counts the
 // steps within it); a round's last event has StepEvent::edited = the remasked positions whose token changed;
 // with refine rounds, StepEvent::final_prefix ends at the first editable position. The
-// result's outputs[0] is the whole final canvas. Throws dllm::Error naming what is wrong (a block-diffusion or
-// autoregressive family, nothing editable, nothing to do, a mask outside the editable positions).
+// result's outputs[0] is the whole final canvas. Throws dllm::Error naming what is wrong (a block-diffusion
+// or autoregressive family, nothing editable, nothing to do, a mask outside the editable positions).
 std::unique_ptr<DenoiseLoop> make_canvas_edit_loop(const ModelInfo& info, CanvasEdit edit,
                                                    const GenerateParams& params);
 

@@ -45,7 +45,8 @@ std::unique_ptr<DenoiseLoop> make_denoise_loop(const ModelInfo& info,
                                                const std::vector<std::vector<int32_t>>& prompts,
                                                const GenerateParams& params, bool infill = false);
 
-// Runs `loop` to the end on `model`, one forward per step (dllm::generate's driver); seconds is the wall time.
+// Runs `loop` to the end on `model`, one forward per step (dllm::generate's driver); seconds is the wall
+// time.
 Expected<GenerateResult> run_denoise_loop(Model& model, DenoiseLoop& loop, const StepCallback& on_step = {});
 
 }  // namespace dllm

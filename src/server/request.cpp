@@ -366,7 +366,6 @@ void parse_suffix(const json& body, const ModelInfo& info, const TextCodec& code
   r.infill = true;
 }
 
-
 // Byte offset of code point `cp` of UTF-8 `text` (cp = its length: the end); -1 past the end.
 int64_t byte_of_code_point(const std::string& text, int64_t cp) {
   int64_t seen = 0;
@@ -380,8 +379,8 @@ int64_t byte_of_code_point(const std::string& text, int64_t cp) {
 }
 
 // /v1/canvas: `text` with placeholders, or `text` + `spans` (code-point ranges) -> the canvas to edit.
-void parse_canvas(const json& body, const ModelInfo& info, const TextCodec& codec, const RequestPolicy& policy,
-                  GenRequest& r) {
+void parse_canvas(const json& body, const ModelInfo& info, const TextCodec& codec,
+                  const RequestPolicy& policy, GenRequest& r) {
   if (info.autoregressive)
     bad("model", "/v1/canvas needs a diffusion model: '" + policy.model_id + "' is autoregressive");
   if (info.block_size > 0)
@@ -392,7 +391,8 @@ void parse_canvas(const json& body, const ModelInfo& info, const TextCodec& code
   if (r.n != 1) bad("n", "/v1/canvas edits one canvas: 'n' must be 1");
   for (const char* name : {"max_tokens", "stop", "suffix", "stop_at_eos"})
     if (field(body, name))
-      bad(name, std::string("'") + name + "' does not apply to /v1/canvas (span lengths are in 'spans' or the " +
+      bad(name, std::string("'") + name +
+                    "' does not apply to /v1/canvas (span lengths are in 'spans' or the " +
                     "placeholders; the canvas is denoised whole)");
   r.params.stop_at_eos = false;
   if (r.stream && !field(body, "diffusing")) r.diffusing = true;  // a streamed canvas edit shows its steps
@@ -401,8 +401,10 @@ void parse_canvas(const json& body, const ModelInfo& info, const TextCodec& code
     bad("text", "'text' is required: the document, with <|mask|> / <|mask:N|> placeholders or with 'spans'");
   const std::string mode = get_string(body, "mode").value_or("redo");
   if (mode != "redo" && mode != "refine")
-    bad("mode", "'mode' must be \"redo\" (the spans are masked and denoised again) or \"refine\" (the spans "
-                "keep their text; refine rounds remask their least confident tokens), got \"" + mode + "\"");
+    bad("mode",
+        "'mode' must be \"redo\" (the spans are masked and denoised again) or \"refine\" (the spans "
+        "keep their text; refine rounds remask their least confident tokens), got \"" +
+            mode + "\"");
   auto& d = r.doc;
   d.refine_only = mode == "refine";
   d.rounds = get_int(body, "refine", 0, 64).value_or(d.refine_only ? 1 : 0);
@@ -421,7 +423,8 @@ void parse_canvas(const json& body, const ModelInfo& info, const TextCodec& code
       bad("text", std::string("'text': ") + e.what());
     }
     if (t.lengths.empty())
-      bad("text", "'text' has no <|mask|> / <|mask:N|> placeholder and no 'spans' are given: nothing to edit");
+      bad("text",
+          "'text' has no <|mask|> / <|mask:N|> placeholder and no 'spans' are given: nothing to edit");
     d.texts = std::move(t.texts);
     lengths = std::move(t.lengths);
   } else {
@@ -452,8 +455,8 @@ void parse_canvas(const json& body, const ModelInfo& info, const TextCodec& code
       };
       const auto start = span_int("start", 0, chars), end = span_int("end", 0, chars);
       if (!start || !end) bad("spans", "'" + at + "' needs 'start' and 'end' (code points of 'text')");
-      if (*end < *start) bad("spans", "'" + at + "': end " + std::to_string(*end) + " < start " +
-                                          std::to_string(*start));
+      if (*end < *start)
+        bad("spans", "'" + at + "': end " + std::to_string(*end) + " < start " + std::to_string(*start));
       if (*start < prev_end) bad("spans", "'" + at + "' overlaps or precedes the span before it");
       const auto length = span_int("length", 1, policy.max_tokens);
       if (d.refine_only && length) bad("spans", "'" + at + ".length': \"refine\" keeps the span's tokens");
@@ -509,11 +512,12 @@ void parse_canvas(const json& body, const ModelInfo& info, const TextCodec& code
                       std::to_string(info.vocab_size) + ")");
   const int64_t size = static_cast<int64_t>(d.ids.size());
   if (size > info.max_seq_len || size > policy.max_prompt_tokens + policy.max_tokens)
-    bad("text", "the canvas is " + std::to_string(size) + " tokens, over the " +
-                    (size > info.max_seq_len ? "model's context of " + std::to_string(info.max_seq_len)
-                                             : "server's limit of " +
-                                                   std::to_string(policy.max_prompt_tokens + policy.max_tokens)) +
-                    " tokens");
+    bad("text",
+        "the canvas is " + std::to_string(size) + " tokens, over the " +
+            (size > info.max_seq_len
+                 ? "model's context of " + std::to_string(info.max_seq_len)
+                 : "server's limit of " + std::to_string(policy.max_prompt_tokens + policy.max_tokens)) +
+            " tokens");
   r.params.gen_length = masks;  // informative: the canvas edit loop counts the masks itself
   // The server's block length / steps defaults apply only where they fit the masks asked for.
   if (!field(body, "block_length") && r.params.block_length > 0 && masks % r.params.block_length != 0)

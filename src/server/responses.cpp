@@ -15,7 +15,9 @@ ResponseMeta make_meta(Endpoint endpoint, const std::string& model) {
                 static_cast<unsigned long long>(rng() & 0xffffffffu));
   ResponseMeta m;
   m.endpoint = endpoint;
-  m.id = (endpoint == Endpoint::kChat ? "chatcmpl-" : endpoint == Endpoint::kCanvas ? "canvas-" : "cmpl-") +
+  m.id = (endpoint == Endpoint::kChat     ? "chatcmpl-"
+          : endpoint == Endpoint::kCanvas ? "canvas-"
+                                          : "cmpl-") +
          std::string(hex);
   m.model = model;
   m.created =
@@ -150,8 +152,9 @@ json span_offsets(const std::vector<int64_t>& positions, int64_t begin, int64_t 
 
 }  // namespace
 
-json canvas_document(const TextCodec& codec, const GenRequest::CanvasDoc& doc, const std::vector<int32_t>& canvas,
-                     const std::string& placeholder, int32_t mask_id, const StepUpdate* u) {
+json canvas_document(const TextCodec& codec, const GenRequest::CanvasDoc& doc,
+                     const std::vector<int32_t>& canvas, const std::string& placeholder, int32_t mask_id,
+                     const StepUpdate* u) {
   const int32_t mask = mask_id >= 0 ? mask_id : codec.mask_id();
   std::string text = doc.texts.empty() ? std::string() : doc.texts[0];
   json spans = json::array();
@@ -169,7 +172,8 @@ json canvas_document(const TextCodec& codec, const GenRequest::CanvasDoc& doc, c
     if (u) {
       const TextCodec::Pieces p = codec.pieces(ids, mask_id);
       json pieces = json::array();
-      for (size_t i = 0; i < p.text.size(); ++i) pieces.push_back(p.masked[i] ? json(nullptr) : json(p.text[i]));
+      for (size_t i = 0; i < p.text.size(); ++i)
+        pieces.push_back(p.masked[i] ? json(nullptr) : json(p.text[i]));
       span["pieces"] = std::move(pieces);
       span["committed"] = u->committed.empty() ? json::array() : span_offsets(u->committed[0], b, n);
       span["edited"] = u->edited.empty() ? json::array() : span_offsets(u->edited[0], b, n);

@@ -42,10 +42,10 @@ nlohmann::json usage_chunk(const ResponseMeta& m, int64_t prompt_tokens, int64_t
 nlohmann::json diffusion_chunk(const ResponseMeta& m, const TextCodec& codec, const StepUpdate& u,
                                const std::string& placeholder, double elapsed_ms, int32_t mask_id = -1);
 
-// /v1/canvas (docs/server.md "Canvas editing"): the document as `canvas` leaves it: {"text", "spans": [{"start",
-// "end" (code points of text), "text", "masked"}]}; masks read as `placeholder`. With `u` (a step of a stream):
-// each span also has "pieces" (per token: its text, or null while masked), "committed" and "edited" (token
-// offsets in the span).
+// /v1/canvas (docs/server.md "Canvas editing"): the document as `canvas` leaves it: {"text", "spans":
+// [{"start", "end" (code points of text), "text", "masked"}]}; masks read as `placeholder`. With `u` (a step
+// of a stream): each span also has "pieces" (per token: its text, or null while masked), "committed" and
+// "edited" (token offsets in the span).
 nlohmann::json canvas_document(const TextCodec& codec, const GenRequest::CanvasDoc& doc,
                                const std::vector<int32_t>& canvas, const std::string& placeholder,
                                int32_t mask_id, const StepUpdate* u = nullptr);

@@ -616,16 +616,18 @@ void App::reply_canvas(const std::shared_ptr<Exchange>& x, httplib::Response& re
     for (size_t i = 0; i < changed->size(); ++i)
       rounds.push_back({{"round", i + 1}, {"remasked", k}, {"changed", (*changed)[i]}});
     const int64_t context = static_cast<int64_t>(r.doc.ids.size()) - editable;
-    json head = {{"id", x->meta.id}, {"object", "canvas"}, {"created", x->meta.created}, {"model", x->meta.model}};
+    json head = {
+        {"id", x->meta.id}, {"object", "canvas"}, {"created", x->meta.created}, {"model", x->meta.model}};
     head.update(out);
     head["refine"] = rounds;
     head["usage"] = usage_json(context, editable);
-    head["dllm"] = {{"forwards", g.forwards},
-                    {"forward_tokens", g.forward_tokens},
-                    {"seconds", g.seconds},
-                    {"cancelled", g.cancelled},
-                    {"queue_seconds", std::chrono::duration<double>(x->job->started - x->job->arrived).count()},
-                    {"route", x->route}};
+    head["dllm"] = {
+        {"forwards", g.forwards},
+        {"forward_tokens", g.forward_tokens},
+        {"seconds", g.seconds},
+        {"cancelled", g.cancelled},
+        {"queue_seconds", std::chrono::duration<double>(x->job->started - x->job->arrived).count()},
+        {"route", x->route}};
     return head;
   };
   auto error_text = [x]() { return dump(error_body({500, *x->job->error(), "", "server_error", ""})); };
@@ -677,7 +679,8 @@ void App::reply_canvas(const std::shared_ptr<Exchange>& x, httplib::Response& re
           for (const StepUpdate& u : news.updates) {
             note(u);
             if (!r.diffusing || u.canvas.empty()) continue;
-            const double ms = std::chrono::duration<double, std::milli>(Clock::now() - x->job->started).count();
+            const double ms =
+                std::chrono::duration<double, std::milli>(Clock::now() - x->job->started).count();
             json step = canvas_document(x->served->codec, r.doc, u.canvas[0], r.mask_placeholder,
                                         r.params.mask_id, &u);
             step["round"] = u.block;

@@ -2,6 +2,8 @@
 // least confident editable tokens (scored by an independent forward here) and never touch anything outside
 // the editable positions; each round's last event names the positions it changed; bad edits are refused
 // with the reason.
+#include "denoise/canvas_edit.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,7 +11,6 @@
 #include <numeric>
 #include <set>
 
-#include "denoise/canvas_edit.h"
 #include "denoise/denoise_loop.h"
 #include "dllm/dllm.h"
 #include "test_util.h"
@@ -25,7 +26,8 @@ std::shared_ptr<Model> load_f32(const std::string& name) {
 
 // 24 positions: context, a 6-token span to fill at [6, 12), more context.
 std::vector<int32_t> canvas_with_span(const ModelInfo& info) {
-  std::vector<int32_t> c = {5, 17, 42, 99, 7, 3, 0, 0, 0, 0, 0, 0, 250, 11, 60, 61, 62, 63, 64, 65, 66, 67, 68, 69};
+  std::vector<int32_t> c = {5,   17, 42, 99, 7,  3,  0,  0,  0,  0,  0,  0,
+                            250, 11, 60, 61, 62, 63, 64, 65, 66, 67, 68, 69};
   for (int i = 6; i < 12; ++i) c[i] = static_cast<int32_t>(info.mask_id);
   return c;
 }
@@ -43,7 +45,8 @@ EditRun run_edit(Model& model, CanvasEdit edit, const GenerateParams& p) {
   auto r = run_denoise_loop(model, *loop, [&](const StepEvent& ev) {
     run.events.push_back(ev);
 
-    if (run.committed_per_phase.size() <= static_cast<size_t>(ev.block)) run.committed_per_phase.resize(ev.block + 1);
+    if (run.committed_per_phase.size() <= static_cast<size_t>(ev.block))
+      run.committed_per_phase.resize(ev.block + 1);
     if (ev.committed)
       for (int64_t pos : (*ev.committed)[0]) run.committed_per_phase[ev.block].insert(pos);
     if (ev.edited) run.edited_per_round.push_back((*ev.edited)[0]);
@@ -103,11 +106,12 @@ TEST(CanvasEdit, RefineRoundsStayInsideTheSpan) {
   ASSERT_EQ(run.edited_per_round.size(), static_cast<size_t>(rounds));
   for (size_t r = 0; r < run.edited_per_round.size(); ++r)
     for (int64_t pos : run.edited_per_round[r])
-      EXPECT_TRUE(run.committed_per_phase[r + 1].count(pos)) << "round " << r + 1 << " edited " << pos
-                                                            << " without remasking it";
+      EXPECT_TRUE(run.committed_per_phase[r + 1].count(pos))
+          << "round " << r + 1 << " edited " << pos << " without remasking it";
   for (size_t i = 0; i < run.events.size(); ++i) {
     EXPECT_LE(run.events[i].block, rounds);
-    EXPECT_EQ(run.events[i].forwards, static_cast<int64_t>(i) + 1) << "events count the forwards of all phases";
+    EXPECT_EQ(run.events[i].forwards, static_cast<int64_t>(i) + 1)
+        << "events count the forwards of all phases";
   }
 }
 

@@ -409,8 +409,8 @@ namespace {
 // /v1/canvas: placeholders or code-point spans -> the canvas (pieces' ids, spans as masks or kept tokens).
 TEST_F(Fixture, CanvasPlaceholdersMakeMaskedSpans) {
   GenRequest r;
-  auto err = parse_request(json{{"text", "1 2 <|mask:3|> 7 <|mask|> 9"}, {"refine", 2}}, Endpoint::kCanvas, codec,
-                           info, policy, r);
+  auto err = parse_request(json{{"text", "1 2 <|mask:3|> 7 <|mask|> 9"}, {"refine", 2}}, Endpoint::kCanvas,
+                           codec, info, policy, r);
   ASSERT_FALSE(err) << err->message;
   const auto& d = r.doc;
   EXPECT_EQ(d.texts, (std::vector<std::string>{"1 2 ", " 7 ", " 9"}));
@@ -433,8 +433,8 @@ TEST_F(Fixture, CanvasPlaceholdersMakeMaskedSpans) {
 TEST_F(Fixture, CanvasSpansAreCodePointRanges) {
   GenRequest r;
   // "1 2 3 4 5": code points 4..7 are "3 4"; redo keeps the span's token count unless `length` says.
-  auto err = parse_request(json{{"text", "1 2 3 4 5"}, {"spans", {{{"start", 4}, {"end", 7}}}}}, Endpoint::kCanvas,
-                           codec, info, policy, r);
+  auto err = parse_request(json{{"text", "1 2 3 4 5"}, {"spans", {{{"start", 4}, {"end", 7}}}}},
+                           Endpoint::kCanvas, codec, info, policy, r);
   ASSERT_FALSE(err) << err->message;
   EXPECT_EQ(r.doc.texts, (std::vector<std::string>{"1 2 ", " 5"}));
   EXPECT_EQ(r.doc.ids, (std::vector<int32_t>{1, 2, 500, 500, 5}));
@@ -444,8 +444,9 @@ TEST_F(Fixture, CanvasSpansAreCodePointRanges) {
   ASSERT_FALSE(err) << err->message;
   EXPECT_EQ(r.doc.ids, (std::vector<int32_t>{1, 2, 500, 500, 500, 500, 5}));
   r = GenRequest{};
-  err = parse_request(json{{"text", "1 2 3 4 5"}, {"mode", "refine"}, {"spans", {{{"start", 4}, {"end", 7}}}}},
-                      Endpoint::kCanvas, codec, info, policy, r);
+  err =
+      parse_request(json{{"text", "1 2 3 4 5"}, {"mode", "refine"}, {"spans", {{{"start", 4}, {"end", 7}}}}},
+                    Endpoint::kCanvas, codec, info, policy, r);
   ASSERT_FALSE(err) << err->message;
   EXPECT_TRUE(r.doc.refine_only);
   EXPECT_EQ(r.doc.rounds, 1);
@@ -467,15 +468,18 @@ TEST_F(Fixture, CanvasErrorsNameTheField) {
   EXPECT_EQ(canvas({{"text", "1 <|mask:2|>"}, {"spans", {{{"start", 0}, {"end", 1}}}}})->param, "spans");
   EXPECT_EQ(canvas({{"text", "1 2"}, {"spans", json::array()}})->param, "spans");
   EXPECT_EQ(canvas({{"text", "1 2"}, {"spans", {{{"start", 2}, {"end", 1}}}}})->param, "spans");
-  EXPECT_EQ(canvas({{"text", "1 2"}, {"spans", {{{"start", 0}, {"end", 9}}}}})->param, "spans");  // past the end
+  EXPECT_EQ(canvas({{"text", "1 2"}, {"spans", {{{"start", 0}, {"end", 9}}}}})->param,
+            "spans");  // past the end
   EXPECT_EQ(canvas({{"text", "1 2"}, {"spans", {{{"start", 1}, {"end", 1}}}}})->param, "spans");  // empty
-  EXPECT_EQ(canvas({{"text", "1 2 3"}, {"spans", {{{"start", 0}, {"end", 3}}, {{"start", 2}, {"end", 4}}}}})->param,
-            "spans");  // overlap
+  EXPECT_EQ(
+      canvas({{"text", "1 2 3"}, {"spans", {{{"start", 0}, {"end", 3}}, {{"start", 2}, {"end", 4}}}}})->param,
+      "spans");  // overlap
   EXPECT_EQ(canvas({{"text", "1 2"}, {"spans", {{{"start", 0}, {"end", 1}, {"color", 1}}}}})->param, "spans");
   EXPECT_EQ(
-      canvas({{"text", "1 2"}, {"mode", "refine"}, {"spans", {{{"start", 0}, {"end", 1}, {"length", 3}}}}})->param,
+      canvas({{"text", "1 2"}, {"mode", "refine"}, {"spans", {{{"start", 0}, {"end", 1}, {"length", 3}}}}})
+          ->param,
       "spans");
-  EXPECT_EQ(canvas({{"text", "500 <|mask|>"}})->param, "text");  // the mask id outside a span
+  EXPECT_EQ(canvas({{"text", "500 <|mask|>"}})->param, "text");     // the mask id outside a span
   EXPECT_EQ(canvas({{"text", "1 <|mask:200|>"}})->param, "spans");  // over max_tokens (128)
   const auto over = canvas({{"text", "1 <|mask:2|> 999"}});
   ASSERT_TRUE(over);

@@ -78,7 +78,8 @@ void run_rewrite(const RewriteOptions& o) {
   for (const auto* side : {&before, &after})
     if (std::find(side->begin(), side->end(), mask) != side->end())
       fail(o.file, ": the text outside --lines contains the mask token's string (",
-           tok.decode(std::vector<int32_t>{mask}, /*skip_special_tokens=*/false), "); rewrite cannot keep it as text");
+           tok.decode(std::vector<int32_t>{mask}, /*skip_special_tokens=*/false),
+           "); rewrite cannot keep it as text");
   before.erase(before.begin(), before.end() - keep_before);
   after.resize(keep_after);
   std::vector<int32_t> canvas = before;
@@ -101,7 +102,8 @@ void run_rewrite(const RewriteOptions& o) {
     rounds.push_back({{"remasked", k}, {"changed", changed}});
     if (!o.quiet && !o.json)
       std::fprintf(stderr, "dllm: refine round %lld: %lld of %lld remasked tokens changed\n",
-                   static_cast<long long>(ev.block), static_cast<long long>(changed), static_cast<long long>(k));
+                   static_cast<long long>(ev.block), static_cast<long long>(changed),
+                   static_cast<long long>(k));
     return true;
   });
   if (!run.ok()) fail(run.error());
