@@ -218,6 +218,8 @@ class CanvasEditLoop final : public DenoiseLoop {
 
 std::unique_ptr<DenoiseLoop> make_canvas_edit_loop(const ModelInfo& info, CanvasEdit edit,
                                                    const GenerateParams& params) {
+  if (info.block_size > 0 && !info.autoregressive)
+    return make_block_canvas_edit_loop(info, std::move(edit), params);
   return std::make_unique<CanvasEditLoop>(info, std::move(edit), params);
 }
 

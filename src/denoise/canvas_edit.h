@@ -9,7 +9,11 @@
 //   3. refine rounds (ReMDM / RCR style): the k least confident editable tokens go back to masks and are
 //      denoised again as one block, their scores replaced by the new ones.
 //
-// Bidirectional families only (a block-causal model cannot see the text after a span).
+// Bidirectional families (LLaDA, Dream). Block-diffusion families (LLaDA2.x, SDAR) are edited with the
+// model's own editing loop instead (canvas_edit_block.cpp): LLaDA2.1's mask-to-token commits and
+// token-to-token edits over the blocks that hold editable positions, a refine round being one editing pass
+// per block (tokens whose new draw has p > editing_threshold are replaced; no k); a block sees only the text
+// before it.
 #pragma once
 
 #include <cstdint>
@@ -27,11 +31,17 @@ struct CanvasEdit {
   int64_t tokens_per_round = 0;   // k; 0 = a quarter of the editable positions (at least 1)
 };
 
+// Block-diffusion families: StepEvent::block is the editing pass (0 while the block has masks), committed and
+// edited are canvas positions per step; result().outputs[0] is the whole final canvas.
+std::unique_ptr<DenoiseLoop> make_block_canvas_edit_loop(const ModelInfo& info, CanvasEdit edit,
+                                                         const GenerateParams& params);
+
 // Per step, StepEvent::block is the phase: 0 = score / fill, r = refine round r (StepEvent::step counts the
 // steps within it); a round's last event has StepEvent::edited = the remasked positions whose token changed;
 // with refine rounds, StepEvent::final_prefix ends at the first editable position. The
-// result's outputs[0] is the whole final canvas. Throws dllm::Error naming what is wrong (a block-diffusion
-// or autoregressive family, nothing editable, nothing to do, a mask outside the editable positions).
+// result's outputs[0] is the whole final canvas. Throws dllm::Error naming what is wrong (an autoregressive
+// family, nothing editable, nothing to do, a mask outside the editable positions). Block-diffusion families
+// go to make_block_canvas_edit_loop.
 std::unique_ptr<DenoiseLoop> make_canvas_edit_loop(const ModelInfo& info, CanvasEdit edit,
                                                    const GenerateParams& params);
 

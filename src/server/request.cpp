@@ -383,9 +383,6 @@ void parse_canvas(const json& body, const ModelInfo& info, const TextCodec& code
                   const RequestPolicy& policy, GenRequest& r) {
   if (info.autoregressive)
     bad("model", "/v1/canvas needs a diffusion model: '" + policy.model_id + "' is autoregressive");
-  if (info.block_size > 0)
-    bad("model", "/v1/canvas is not offered for block-diffusion models (" + info.architecture +
-                     "): a block never sees the text after it, so a span could not be redone in context");
   const int32_t mask = r.params.mask_id >= 0 ? r.params.mask_id : info.mask_id;
   if (mask < 0) bad("mask_id", "the model names no mask id: give 'mask_id'");
   if (r.n != 1) bad("n", "/v1/canvas edits one canvas: 'n' must be 1");
@@ -410,6 +407,11 @@ void parse_canvas(const json& body, const ModelInfo& info, const TextCodec& code
   d.rounds = get_int(body, "refine", 0, 64).value_or(d.refine_only ? 1 : 0);
   if (d.refine_only && d.rounds == 0) bad("refine", "'mode': \"refine\" needs 'refine' >= 1 rounds");
   d.tokens_per_round = get_int(body, "refine_tokens", 0, policy.max_tokens).value_or(0);
+  if (info.block_size > 0 && d.tokens_per_round > 0)
+    bad("refine_tokens",
+        "'refine_tokens' does not apply to a block-diffusion model: its refine rounds are "
+        "LLaDA2.1's editing passes, which replace every token whose new draw has p > "
+        "'editing_threshold'");
   // The literal pieces and, per span, its mask count (redo) or its text (refine).
   std::vector<int64_t> lengths;
   std::vector<std::string> span_texts;

@@ -600,21 +600,25 @@ void App::reply_canvas(const std::shared_ptr<Exchange>& x, httplib::Response& re
                        const std::function<void(int)>& finish_metrics) {
   const GenRequest& r = x->request;
   const int64_t editable = std::count(r.doc.editable.begin(), r.doc.editable.end(), 1);
+  // Bidirectional models remask k tokens per round; block-diffusion ones run editing passes (no k).
+  const bool passes = x->served->model->info().block_size > 0;
   const int64_t k = refine_tokens_per_round(editable, r.doc.tokens_per_round);
-  // Per refine round: the remasked tokens that came back different (the round's last event says which).
+  // Per refine round: the tokens it changed (a bidirectional round's last event lists its remasked tokens
+  // that came back different; a block model's editing pass r lists its edits at every step).
   auto changed = std::make_shared<std::vector<int64_t>>(r.doc.rounds, 0);
   auto note = [changed](const StepUpdate& u) {
     if (u.block > 0 && u.block <= static_cast<int64_t>(changed->size()) && !u.edited.empty())
-      (*changed)[u.block - 1] = static_cast<int64_t>(u.edited[0].size());
+      (*changed)[u.block - 1] += static_cast<int64_t>(u.edited[0].size());
   };
-  auto document = [this, x, changed, editable, k]() {
+  auto document = [this, x, changed, editable, k, passes]() {
     const GenRequest& r = x->request;
     const GenerateResult& g = x->job->result();
     const std::vector<int32_t>& canvas = g.outputs.empty() ? r.doc.ids : g.outputs[0];
     json out = canvas_document(x->served->codec, r.doc, canvas, r.mask_placeholder, r.params.mask_id);
     json rounds = json::array();
     for (size_t i = 0; i < changed->size(); ++i)
-      rounds.push_back({{"round", i + 1}, {"remasked", k}, {"changed", (*changed)[i]}});
+      rounds.push_back(passes ? json{{"round", i + 1}, {"changed", (*changed)[i]}}
+                              : json{{"round", i + 1}, {"remasked", k}, {"changed", (*changed)[i]}});
     const int64_t context = static_cast<int64_t>(r.doc.ids.size()) - editable;
     json head = {
         {"id", x->meta.id}, {"object", "canvas"}, {"created", x->meta.created}, {"model", x->meta.model}};

@@ -187,14 +187,81 @@ TEST(CanvasEdit, BadEditsAreRefusedWithTheReason) {
   refused(info, {canvas, editable, 1, 0}, "is a mask but not editable");
   refused(info, {canvas, {}, -1, 0}, "refine rounds must be >= 0");
   refused(info, {canvas, std::vector<uint8_t>(3, 1), 0, 0}, "3 editable flags");
-  ModelInfo block = info;
-  block.block_size = 32;
-  block.architecture = "sdar";
-  refused(block, {canvas, {}, 0, 0}, "block-causal");
   ModelInfo ar = info;
   ar.autoregressive = true;
   ar.architecture = "qwen2";
   refused(ar, {canvas, {}, 0, 0}, "autoregressive");
+}
+
+// Block-diffusion models are edited with LLaDA2.1's own loop: redoing the generated part of a canvas (prompt
+// + masks to whole blocks, the masks editable, one editing pass per refine round) is the official LLaDA2.1
+// generate(), so every deterministic golden case without an EOS stop comes back token for token, with the
+// reference's number of model calls (it is uncached too). Refining the result again with temperature 0 is a
+// fixed point of blocks the reference ended on a pass without edits.
+TEST(CanvasEdit, BlockModelsRunTheLlada21EditingLoop) {
+  auto model = load_f32("llada2_tiny_f32");
+  const auto cases =
+      test::read_cases(test::data_path("oracle/golden/llada2_tiny_f32/generate_llada2_1.json"));
+  int ran = 0;
+  for (const auto& c : cases) {
+    const auto& kw = c["kwargs"];
+    if (!c["deterministic"].get<bool>() || kw["eos_early_stop"].get<bool>()) continue;
+    SCOPED_TRACE(c["id"].get<std::string>());
+    GenerateParams p;
+    p.block_length = kw["block_length"];
+    p.temperature = kw["temperature"];
+    p.top_k = kw["top_k"].is_null() ? 0 : kw["top_k"].get<int64_t>();
+    p.top_p = kw["top_p"].is_null() ? 1.0 : kw["top_p"].get<double>();
+    p.block_threshold = kw["threshold"];
+    p.editing_threshold = kw["editing_threshold"];
+    p.num_to_transfer = kw["num_to_transfer"];
+    p.eos_id = kw["eos_id"];
+    p.mask_id = kw["mask_id"];
+    std::vector<int32_t> canvas = c["prompt"][0].get<std::vector<int32_t>>();
+    canvas.resize(c["canvas_length"].get<size_t>(), p.mask_id);
+    EditRun run = run_edit(*model, {canvas, {}, kw["max_post_steps"].get<int64_t>(), 0}, p);
+    EXPECT_EQ(run.result.outputs[0], c["final_canvas"].get<std::vector<int32_t>>());
+    EXPECT_EQ(run.result.forwards, c["num_model_calls"].get<int64_t>());
+    ++ran;
+  }
+  EXPECT_EQ(ran, 17);
+
+  // Refine-only over a finished canvas: only the editable span may change; rounds are editing passes.
+  const auto& c = cases[0];
+  GenerateParams p;
+  p.block_length = c["kwargs"]["block_length"];
+  p.mask_id = c["kwargs"]["mask_id"];
+  p.editing_threshold = 0.0;  // every different draw is an edit
+  std::vector<int32_t> canvas = c["final_canvas"].get<std::vector<int32_t>>();
+  std::vector<uint8_t> editable(canvas.size(), 0);
+  std::fill(editable.begin() + 12, editable.begin() + 20, 1);
+  EditRun run = run_edit(*model, {canvas, editable, 2, 0}, p);
+  for (size_t i = 0; i < canvas.size(); ++i) {
+    if (!editable[i]) {
+      EXPECT_EQ(run.result.outputs[0][i], canvas[i]) << "position " << i;
+    }
+  }
+  for (const StepEvent& ev : run.events) {
+    EXPECT_GE(ev.block, 1) << "no masks: every pass is an editing pass";
+    EXPECT_LE(ev.block, 2);
+  }
+  EXPECT_LE(run.result.forwards, 2 * 2) << "two blocks (8..15, 16..23), at most two passes each";
+
+  // What the loop does not take.
+  ModelInfo info = model->info();
+  auto refused = [&](GenerateParams q, CanvasEdit e, const std::string& needle) {
+    try {
+      make_canvas_edit_loop(info, std::move(e), q);
+      ADD_FAILURE() << "accepted; expected an error with '" << needle << "'";
+    } catch (const Error& err) {
+      EXPECT_NE(std::string(err.what()).find(needle), std::string::npos) << err.what();
+    }
+  };
+  refused(p, {canvas, editable, 1, 3}, "refine_tokens does not apply");
+  GenerateParams sdar = p;
+  sdar.block_loop = BlockLoop::kSdar;
+  refused(sdar, {canvas, editable, 1, 0}, "have no editing");
+  refused(p, {canvas, editable, 0, 0}, "nothing to do");
 }
 
 TEST(CanvasEdit, TokensPerRound) {

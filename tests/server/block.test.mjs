@@ -6,7 +6,7 @@
 // them to the official generate().
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -143,6 +143,52 @@ test('LLaDA2.1: a diffusing stream reports edits; streamed text never changes an
       assert.ok(edits > 0, 'the tiny LLaDA2.1 run edits decoded tokens');
       assert.equal(deltas, text, 'diffusing stream text');
       console.log(`LLaDA2.1: ${events.filter((e) => e.diffusion).length} steps, ${edits} edits; text ${text}`);
+    } finally {
+      await server.stop();
+    }
+  });
+
+test('LLaDA2.1 /v1/canvas: the model\'s own editing loop redoes and refines spans, the rest byte-identical',
+  { timeout: 180000 }, async () => {
+    const server = await startServer(LLADA21, { model: false });
+    try {
+      const client = clientOf(server);
+      const golden = JSON.parse(readFileSync(join(fileURLToPath(new globalThis.URL('../data/oracle/golden/',
+        import.meta.url)), 'llada2_tiny_f32/generate_llada2_1.json'), 'utf8'));
+      const c = (golden.cases || golden).find((x) => x.id === 'Q_p0_g32_b8');
+      const ids = (s) => s.trim().split(/\s+/).map(Number);
+      // Redoing the whole generated part (prompt + masks to whole blocks) with max_post_steps editing passes is
+      // the official LLaDA2.1 generate(): the golden final canvas.
+      const masks = c.final_canvas.length - P0.length;
+      const redo = await client.post('/canvas', { body: { text: `${P0.join(' ')} <|mask:${masks}|>`, block_length: 8,
+                                                          refine: c.kwargs.max_post_steps } });
+      assert.deepEqual(ids(redo.text), c.final_canvas);
+      assert.ok(redo.refine.every((r) => r.remasked === undefined), 'editing passes remask nothing');
+
+      // Refine a span of that answer: only the span may change; the passes are streamed with their edits.
+      const doc = redo.text;
+      const start = doc.indexOf(' ', doc.length / 2) + 1;
+      const spans = [{ start, end: doc.length }];
+      const stream = await client.post('/canvas', { body: { text: doc, spans, mode: 'refine', refine: 2,
+                                                            editing_threshold: 0.0, stream: true }, stream: true });
+      let final = null;
+      const rounds = new Set();
+      for await (const ev of stream) {
+        if (ev.object === 'canvas.chunk') {
+          rounds.add(ev.dllm.round);
+          assert.ok(ev.dllm.text.startsWith(doc.slice(0, start)), 'the text before the span never changes');
+        } else if (ev.object === 'canvas') final = ev;
+      }
+      assert.ok(final);
+      assert.equal(final.text.slice(0, start), doc.slice(0, start));
+      assert.deepEqual([...rounds].sort(), [...rounds].filter((r) => r >= 1 && r <= 2).sort());
+      assert.equal(final.refine.length, 2);
+
+      const bad = await call(server, '/v1/canvas', { text: doc, spans, mode: 'refine', refine_tokens: 3 });
+      assert.equal(bad.status, 400);
+      assert.equal(bad.json.error.param, 'refine_tokens');
+      const sdarLoop = await call(server, '/v1/canvas', { text: doc, spans, mode: 'refine', block_loop: 'sdar' });
+      assert.equal(sdarLoop.status, 400, sdarLoop.text);
     } finally {
       await server.stop();
     }

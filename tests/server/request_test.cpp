@@ -487,11 +487,13 @@ TEST_F(Fixture, CanvasErrorsNameTheField) {
   EXPECT_FALSE(canvas({{"text", "1 <|mask:2|>"}, {"refine", 3}, {"refine_tokens", 1}, {"stream", true}}));
 }
 
-TEST_F(BlockFixture, CanvasIsA400) {
-  auto err = parse({{"text", "1 <|mask:2|>"}}, Endpoint::kCanvas);
+// Block-diffusion models take canvas edits (LLaDA2.1's editing loop); their refine rounds have no k.
+TEST_F(BlockFixture, CanvasRefineHasNoTokenCount) {
+  EXPECT_FALSE(parse({{"text", "1 <|mask:2|>"}, {"refine", 2}}, Endpoint::kCanvas));
+  auto err = parse({{"text", "1 <|mask:2|>"}, {"refine", 2}, {"refine_tokens", 1}}, Endpoint::kCanvas);
   ASSERT_TRUE(err);
-  EXPECT_EQ(err->param, "model");
-  EXPECT_NE(err->message.find("block-diffusion"), std::string::npos) << err->message;
+  EXPECT_EQ(err->param, "refine_tokens");
+  EXPECT_NE(err->message.find("editing passes"), std::string::npos) << err->message;
 }
 
 TEST_F(ArFixture, CanvasIsA400) {

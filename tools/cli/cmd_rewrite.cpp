@@ -93,20 +93,30 @@ void run_rewrite(const RewriteOptions& o) {
   // go back to masks and are denoised again (denoise/canvas_edit.h).
   CanvasEdit edit{canvas, std::vector<uint8_t>(canvas.size(), 0), o.refine, o.refine_tokens};
   std::fill(edit.editable.begin() + lo, edit.editable.begin() + hi, 1);
+  // Bidirectional models remask k tokens per round; block-diffusion ones (LLaDA2.x, SDAR) run LLaDA2.1's
+  // editing passes instead, a round being one pass per block (no k).
+  const bool passes = model->info().block_size > 0;
   const int64_t k = refine_tokens_per_round(n, o.refine_tokens);
   auto loop = make_canvas_edit_loop(model->info(), std::move(edit), params);
-  nlohmann::json rounds = nlohmann::json::array();
+  std::vector<int64_t> changed(o.refine, 0);  // per round: the tokens it changed
   auto run = run_denoise_loop(*model, *loop, [&](const StepEvent& ev) {
-    if (ev.block == 0 || ev.edited == nullptr) return true;  // a round's last step reports its changes
-    const int64_t changed = static_cast<int64_t>((*ev.edited)[0].size());
-    rounds.push_back({{"remasked", k}, {"changed", changed}});
-    if (!o.quiet && !o.json)
-      std::fprintf(stderr, "dllm: refine round %lld: %lld of %lld remasked tokens changed\n",
-                   static_cast<long long>(ev.block), static_cast<long long>(changed),
-                   static_cast<long long>(k));
+    if (ev.block > 0 && ev.block <= o.refine && ev.edited) changed[ev.block - 1] += (*ev.edited)[0].size();
     return true;
   });
   if (!run.ok()) fail(run.error());
+  nlohmann::json rounds = nlohmann::json::array();
+  for (int64_t r = 0; r < o.refine; ++r) {
+    rounds.push_back(passes ? nlohmann::json{{"changed", changed[r]}}
+                            : nlohmann::json{{"remasked", k}, {"changed", changed[r]}});
+    if (o.quiet || o.json) continue;
+    if (passes)
+      std::fprintf(stderr, "dllm: refine round %lld (an editing pass): %lld tokens changed\n",
+                   static_cast<long long>(r + 1), static_cast<long long>(changed[r]));
+    else
+      std::fprintf(stderr, "dllm: refine round %lld: %lld of %lld remasked tokens changed\n",
+                   static_cast<long long>(r + 1), static_cast<long long>(changed[r]),
+                   static_cast<long long>(k));
+  }
   canvas = run.value().outputs[0];
   const int64_t forwards = run.value().forwards;
 
