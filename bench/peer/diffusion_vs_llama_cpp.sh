@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# dllm generate vs llama.cpp's llama-diffusion-cli on the same GGUF files with the same schedule (issue 14 item 4).
+#
+#   bench/peer/diffusion_vs_llama_cpp.sh LLAMA_BIN_DIR [BUILD_DIR=build] [WORK_DIR=/work/peer] [REPEAT=3]
+#
+# LLAMA_BIN_DIR holds a llama.cpp build made by hand (llama-diffusion-cli); this script downloads and builds
+# nothing. The model is a random LLaDA at a 0.5B shape (bench/peer/make_random_llada.py) converted by `dllm
+# convert` to F32, BF16, F16, Q8_0 and Q4_K: the same file for both engines. The schedule is llama-diffusion-cli's
+# own: a 256-token canvas (-ub 256: a 33-token prompt, BOS included, and 223 masks), block length 32, STEPS steps
+# (default 16: 2 per block), --top-k 1 --temp 0 (deterministic); dllm runs it as `--schedule llama_cli` (the same
+# loop, forward for forward: docs/denoising.md). Per file: dllm then llama.cpp, then llama.cpp then dllm, REPEAT
+# times (order effects cancel in the medians). Both report the generation time without the load; seconds per step
+# = that time / steps. The output tokens of both are compared (identical: yes / no).
+#
+# Then the trained demo model (models/demo converted to F32 GGUF): token identity on a real prompt with the chat
+# template both apply, and end to end: llama-diffusion-cli's schedule (64 steps, and 256: one token per step, as
+# the reference generate() runs) over a 256 canvas against dllm with --cache dual and a confidence threshold (the
+# Fast-dLLM settings), generated tokens per second of wall time of the whole command.
+# Writes WORK_DIR/diffusion_results.jsonl and prints a Markdown table. Run on a quiet machine.
+set -euo pipefail
+if [ $# -lt 1 ] || [ ! -x "$1/llama-diffusion-cli" ]; then
+  echo "usage: $0 LLAMA_BIN_DIR [BUILD_DIR] [WORK_DIR] [REPEAT]   (LLAMA_BIN_DIR/llama-diffusion-cli must exist)" >&2
+  exit 2
+fi
+root=$(cd "$(dirname "$0")/../.." && pwd)
+llama=$(cd "$1" && pwd)/llama-diffusion-cli
+build=${2:-$root/build}
+work=${3:-/work/peer}
+repeat=${4:-3}
+steps=${STEPS:-16}
+types=${TYPES:-"f32 bf16 f16 q8_0 q4_k"}
+mkdir -p "$work/models"
+hf=$work/models/llada-0.5b-random
+[ -f "$hf/model.safetensors" ] || /usr/bin/python3 "$root/bench/peer/make_random_llada.py" "$hf"
+out=$work/diffusion_results.jsonl
+: >"$out"
+
+# The prompt: 32 placeholder tokens <100>..<131> (llama.cpp adds BOS 126080, as the LLaDA family does).
+prompt_text=$(python3 -c "print(''.join(f'<{i}>' for i in range(100, 132)))")
+prompt_ids=$(python3 -c "print(','.join(str(i) for i in [126080] + list(range(100, 132))))")
+
+# llama-diffusion-cli logs everything to stderr: "total time: X ms" then the detokenized output.
+llama_parse() {  # ENGINE TYPE LOGFILE WALL
+  python3 - "$@" <<'PY'
+import json, re, sys
+engine, typ, log, wall = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+s = open(log, encoding="utf-8", errors="replace").read()
+m = re.search(r"total time: ([0-9.]+)ms", s)
+if not m:
+    sys.exit(f"llama-diffusion-cli failed, its log:\n{s[-3000:]}")
+rest = s[m.end():]
+text = rest[rest.index(" I \n") + 4:].rstrip("\n") if " I \n" in rest else ""
+print(json.dumps({"engine": engine, "type": typ, "seconds": float(m.group(1)) / 1000, "wall": wall,
+                  "text": text, "ids": [int(x) for x in re.findall(r"<(\d+)>", text)]}))
+PY
+}
+dllm_parse() {  # ENGINE TYPE JSONFILE WALL
+  python3 - "$@" <<'PY'
+import json, sys
+engine, typ, path, wall = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+j = json.load(open(path))
+print(json.dumps({"engine": engine, "type": typ, "seconds": j["seconds"], "wall": wall, "forwards": j["forwards"],
+                  "text": j.get("texts", [""])[0], "ids": j["outputs"][0]}))
+PY
+}
+now() { date +%s.%N; }
+
+for t in $types; do
+  g=$work/models/llada-0.5b-random-$t.gguf
+  [ -f "$g" ] || "$build/dllm" convert -q -m "$hf" -o "$g" --type "$t"
+  dllm_run() {
+    local t0; t0=$(now)
+    "$build/dllm" generate -m "$g" --prompt-ids "$prompt_ids" --schedule llama_cli --gen-length 223 \
+      --block-length 32 --steps "$steps" --json 2>/dev/null >"$work/d.json"
+    dllm_parse dllm "$t" "$work/d.json" "$(python3 -c "print($(now) - $t0)")" >>"$out"
+  }
+  llama_run() {
+    local t0; t0=$(now)
+    "$llama" -m "$g" -p "$prompt_text" -ub 256 --diffusion-block-length 32 --diffusion-steps "$steps" \
+      --top-k 1 --temp 0 -t 2 >/dev/null 2>"$work/l.log"
+    llama_parse llama.cpp "$t" "$work/l.log" "$(python3 -c "print($(now) - $t0)")" >>"$out"
+  }
+  for _ in $(seq 1 "$repeat"); do dllm_run; llama_run; llama_run; dllm_run; done
+  echo "$t done" >&2
+done
+
+# The demo model: tokens on a real prompt (both apply the chat template), and end to end.
+demo=$work/models/demo-f32.gguf
+[ -f "$demo" ] || "$build/dllm" convert -q -m "$root/models/demo" -o "$demo" --type f32
+demo_prompt='def parse_args(argv):'
+n_prompt=$(echo "\"$demo_prompt\"" | "$build/dllm" tokenize --tokenizer "$demo" | python3 -c "import json,sys; print(len(json.load(sys.stdin)))")
+n_prompt=$((n_prompt + 1))  # the chat template's <|startoftext|>
+for _ in $(seq 1 "$repeat"); do
+  t0=$(now)
+  "$build/dllm" generate -m "$demo" -p "$demo_prompt" --chat --schedule llama_cli --gen-length $((256 - n_prompt)) \
+    --block-length 32 --steps 64 --json 2>/dev/null >"$work/d.json"
+  dllm_parse dllm demo-exact "$work/d.json" "$(python3 -c "print($(now) - $t0)")" >>"$out"
+  t0=$(now)
+  "$llama" -m "$demo" -p "$demo_prompt" -ub 256 --diffusion-block-length 32 --diffusion-steps 64 --top-k 1 --temp 0 \
+    -t 2 >/dev/null 2>"$work/l.log"
+  llama_parse llama.cpp demo-exact "$work/l.log" "$(python3 -c "print($(now) - $t0)")" >>"$out"
+  # One token per step, as the reference generate() runs by default (steps = the canvas: 8 blocks of 32 steps).
+  t0=$(now)
+  "$llama" -m "$demo" -p "$demo_prompt" -ub 256 --diffusion-block-length 32 --diffusion-steps 256 --top-k 1 \
+    --temp 0 -t 2 >/dev/null 2>"$work/l.log"
+  llama_parse llama.cpp demo-exact256 "$work/l.log" "$(python3 -c "print($(now) - $t0)")" >>"$out"
+  t0=$(now)
+  # dllm's own block schedule needs whole blocks of masks: 224 tokens (llama.cpp's canvas gives it 256 - prompt),
+  # so the end-to-end comparison is in generated tokens per second of wall time.
+  "$build/dllm" generate -m "$demo" -p "$demo_prompt" --chat --gen-length $(((256 - n_prompt) / 32 * 32)) \
+    --block-length 32 --cache dual --threshold 0.9 --json 2>/dev/null >"$work/d.json"
+  dllm_parse dllm demo-dual "$work/d.json" "$(python3 -c "print($(now) - $t0)")" >>"$out"
+done
+
+python3 - "$out" "$steps" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+steps = int(sys.argv[2])
+med = lambda xs: statistics.median(xs)
+print(f"Random LLaDA 0.5B shape, 256-token canvas (33 prompt + 223), block 32, {steps} steps, --top-k 1 --temp 0, "
+      "2 threads; medians; seconds exclude loading\n")
+print("| weights | dllm s/step | llama.cpp s/step | ratio | dllm tok/s | llama.cpp tok/s | tokens identical |")
+print("|---|---|---|---|---|---|---|")
+seen = []
+for r in rows:
+    if not r["type"].startswith("demo") and r["type"] not in seen:
+        seen.append(r["type"])
+for t in seen:
+    d = [r for r in rows if r["type"] == t and r["engine"] == "dllm"]
+    l = [r for r in rows if r["type"] == t and r["engine"] != "dllm"]
+    ds, ls = med([r["seconds"] for r in d]) / steps, med([r["seconds"] for r in l]) / steps
+    same = "yes" if all(r["ids"] == l[0]["ids"] for r in d + l) else "no"
+    print(f"| {t.upper()} | {ds:.3f} | {ls:.3f} | {ls / ds:.2f}x | {223 / (ds * steps):.1f} | {223 / (ls * steps):.1f} | {same} |")
+d = [r for r in rows if r["type"] == "demo-exact" and r["engine"] == "dllm"]
+l = [r for r in rows if r["type"] == "demo-exact" and r["engine"] != "dllm"]
+f = [r for r in rows if r["type"] == "demo-dual"]
+if d and l:
+    same = d[0]["text"] == l[0]["text"]
+    print(f"\nDemo model (F32 GGUF), chat prompt, 256-token canvas, block 32:\n")
+    print("| run | generated tokens | seconds (generation) | wall (whole command) | forwards | tokens/s (wall) | vs llama.cpp 64 / 256 steps |")
+    print("|---|---|---|---|---|---|---|")
+    def row(name, rs, n_forwards):
+        n = len(rs[0]["ids"]) if rs[0]["engine"] == "dllm" else 256 - n_prompt
+        w = med([r["wall"] for r in rs])
+        return name, n, med([r["seconds"] for r in rs]), w, n_forwards, n / w
+    n_prompt = 256 - len(d[0]["ids"])
+    l256 = [r for r in rows if r["type"] == "demo-exact256"]
+    out = [row("llama-diffusion-cli, 64 steps", l, 64), row("llama-diffusion-cli, 256 steps (one token per step)", l256, 256),
+           row("dllm --schedule llama_cli, 64 steps", d, d[0]["forwards"]),
+           row("dllm --cache dual --threshold 0.9", f, f[0]["forwards"])]
+    for name, n, sec, w, fw, tps in out:
+        print(f"| {name} | {n} | {sec:.3f} | {w:.3f} | {fw} | {tps:.1f} | {tps / out[0][5]:.2f}x / {tps / out[1][5]:.2f}x |")
+    print(f"\nSame text from the exact schedule: {'yes' if same else 'no'}")
+    if not same:
+        print(f"dllm: {d[0]['text']!r}\nllama.cpp: {l[0]['text']!r}")
+PY
