@@ -15,6 +15,8 @@ PACKAGES=(
   libbenchmark-dev      # kernel microbenchmarks (bench/micro)
   curl chromium         # server end-to-end tests: curl, headless browser (tests/server)
   patch                 # tests/cli/rewrite.sh applies the diff `dllm rewrite --diff` prints
+  nginx-light           # scale-out test: replicas behind nginx (deploy/nginx.conf, tests/server/scaleout.test.mjs)
+  clang libclang-rt-14-dev libomp-14-dev  # libFuzzer targets (scripts/fuzz.sh, -DDLLM_FUZZ=ON)
 )
 # Node.js + npm for the openai client and playwright-core: use the machine's own when present (a NodeSource
 # nodejs already bundles npm, and Debian's separate npm package would conflict with it).

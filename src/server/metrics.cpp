@@ -32,6 +32,11 @@ std::vector<double> latency_buckets() {
 Histogram::Histogram(std::vector<double> bounds)
     : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
 
+double Histogram::mean() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return count_ ? sum_ / static_cast<double>(count_) : 0.0;
+}
+
 void Histogram::observe(double v) {
   std::lock_guard<std::mutex> lock(mu_);
   size_t i = 0;
@@ -93,6 +98,11 @@ std::string ServerMetrics::render(const std::vector<ModelMetricsView>& models) c
       line(out, "dllm_requests_total",
            "endpoint=\"" + label_value(key.first) + "\",status=\"" + std::to_string(key.second) + "\"",
            static_cast<double>(n));
+    head(out, "dllm_draining", "gauge", "1 while the server drains after SIGTERM (new requests answer 503).");
+    line(out, "dllm_draining", "", draining.load() ? 1.0 : 0.0);
+    head(out, "dllm_requests_timed_out_total", "counter",
+         "Requests the server ended at their --request-timeout deadline (answered 504).");
+    line(out, "dllm_requests_timed_out_total", "", static_cast<double>(timed_out.load()));
     head(
         out, "dllm_route_total", "counter",
         "Generation requests accepted, by the model that took them and why (requested: named in the request; "

@@ -17,6 +17,7 @@ class Histogram {
  public:
   explicit Histogram(std::vector<double> bounds);
   void observe(double v);
+  double mean() const;  // 0 before the first observation
   // Appends the _bucket/_sum/_count lines of `name` (with `labels`, e.g. `endpoint="chat"`, or "").
   void write(std::string& out, const std::string& name, const std::string& labels) const;
 
@@ -57,6 +58,9 @@ class ServerMetrics {
   void count_request(const std::string& endpoint, int status);
   // dllm_route_total{model, reason}
   void count_route(const std::string& model, const std::string& reason);
+  // dllm_draining (1 while a SIGTERM drain runs), dllm_requests_timed_out_total (--request-timeout).
+  std::atomic<bool> draining{false};
+  std::atomic<uint64_t> timed_out{0};
   // The whole /metrics page: requests and routes, then every model's series labelled model="NAME".
   std::string render(const std::vector<ModelMetricsView>& models) const;
 

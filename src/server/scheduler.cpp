@@ -142,9 +142,20 @@ void Job::finish(GenerateResult r, std::optional<std::string> error) {
   std::lock_guard<std::mutex> lock(mu_);
   if (ended_) return;
   result_ = std::move(r);
-  error_ = std::move(error);
+  error_ = error ? std::move(error) : server_error_;
   ended_ = true;
   cv_.notify_all();
+}
+
+void Job::cancel_with_error(std::string message, int status, std::string code) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (ended_) return;
+    server_error_ = std::move(message);
+    error_status_ = status;
+    error_code_ = std::move(code);
+  }
+  cancelled_ = true;
 }
 
 Scheduler::Scheduler(Model& model, Metrics& metrics, SchedulerLimits limits, ForwardGate* gate)

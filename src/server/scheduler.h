@@ -80,12 +80,22 @@ class Job {
   // Asks the scheduler to stop working on this job (the client went away).
   void cancel() { cancelled_ = true; }
   bool cancelled() const { return cancelled_; }
+  // The server ends the job (its deadline passed, a drain ran out of time): it stops as cancel() does, and
+  // its answer is `message` as an error with this HTTP status and code.
+  void cancel_with_error(std::string message, int status, std::string code);
 
-  // After ended: the outcome.
+  // After ended: the outcome. error_status / error_code: 500 "server_error" unless cancel_with_error said.
   const std::optional<std::string>& error() const { return error_; }
+  int error_status() const { return error_status_; }
+  const std::string& error_code() const { return error_code_; }
   const GenerateResult& result() const { return result_; }
 
   Clock::time_point arrived = Clock::now(), started, first_step;
+  Clock::time_point deadline{};  // the server ends the job after it (--request-timeout); {} = none
+  bool ended() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return ended_;
+  }
   int64_t rows = 1;
 
  private:
@@ -113,6 +123,9 @@ class Job {
   bool ended_ = false;
   GenerateResult result_;
   std::optional<std::string> error_;
+  std::optional<std::string> server_error_;  // cancel_with_error's message (under mu_)
+  int error_status_ = 500;
+  std::string error_code_ = "server_error";
   int64_t steps_ = 0;
 };
 

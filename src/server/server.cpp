@@ -1,11 +1,18 @@
 #include "server/server.h"
 
 #include <httplib.h>
+#include <poll.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
+#include <thread>
 
 #include "core/error.h"
 #include "denoise/canvas_edit.h"
@@ -18,10 +25,21 @@ namespace {
 
 using nlohmann::json;
 
-httplib::Server* g_server = nullptr;
+// SIGTERM / SIGINT write one byte here (write(2) is async-signal-safe); App's lifecycle thread reads it and
+// drains (the first signal) or stops at once (the second).
+int g_signal_pipe[2] = {-1, -1};
 
 void on_signal(int) {
-  if (g_server) g_server->stop();  // shutdown(2) + close(2) of the listening socket: async-signal-safe
+  if (g_signal_pipe[1] >= 0) {
+    const char b = 's';
+    [[maybe_unused]] const ssize_t n = write(g_signal_pipe[1], &b, 1);
+  }
+}
+
+// The answer of a job that ended with an error: the engine's (500), or the server's own (a deadline: 504, a
+// drain that ran out of time: 503).
+ApiError job_error(const Job& j) {
+  return {j.error_status(), *j.error(), "", "server_error", j.error_status() == 500 ? "" : j.error_code()};
 }
 
 constexpr auto kHeartbeat = std::chrono::milliseconds(1000);
@@ -116,7 +134,30 @@ class App {
 
   void routes(httplib::Server& s);
 
+  // The lifecycle thread: ends jobs past their deadline (--request-timeout) and, on the first SIGTERM /
+  // SIGINT, drains: new requests answer 503 and /health says "draining" while the requests in flight finish
+  // (those still running after --drain-seconds are ended with a 503 error), then `server` stops. A second
+  // signal stops at once.
+  void start_lifecycle(httplib::Server& server);
+  void stop_lifecycle();
+
  private:
+  void lifecycle(httplib::Server* server);
+  void track(const std::shared_ptr<Job>& job);
+  // The live jobs (dropping the ended ones), for the deadline and the drain.
+  std::vector<std::shared_ptr<Job>> live_jobs();
+  bool draining() const { return draining_.load(); }
+  void reply_draining(httplib::Response& res, const std::string& endpoint) {
+    res.set_header("Retry-After", "5");
+    res.set_header("Connection", "close");
+    reply_error(res,
+                {503,
+                 "the server is shutting down (draining the requests in flight): send this request to "
+                 "another replica",
+                 "", "server_error", "server_draining"},
+                endpoint);
+  }
+
   void reply_error(httplib::Response& res, const ApiError& e, const std::string& endpoint,
                    const json& route = nullptr) {
     res.status = e.status;
@@ -150,6 +191,10 @@ class App {
 
   ServeOptions o_;
   ServerMetrics metrics_;
+  std::atomic<bool> draining_{false}, lifecycle_stop_{false};
+  std::thread lifecycle_;
+  std::mutex live_mu_;
+  std::vector<std::weak_ptr<Job>> live_;
   ForwardGate gate_;  // before the runners that share it
   std::vector<std::unique_ptr<Served>> served_;
   std::vector<RouteTarget> targets_;
@@ -276,7 +321,8 @@ void App::routes(httplib::Server& s) {
       models.push_back(
           {{"id", m->name}, {"kind", kind_name(m->kind)}, {"queue_depth", q}, {"active_requests", a}});
     }
-    json h = {{"status", "ok"},
+    if (draining()) res.status = 503;  // a load balancer's health check takes the replica out
+    json h = {{"status", draining() ? "draining" : "ok"},
               {"model", served_.front()->name},
               {"models", models},
               {"queue_depth", queued},
@@ -337,6 +383,7 @@ void App::generate(const httplib::Request& req, httplib::Response& res, Endpoint
   const std::string name = endpoint == Endpoint::kChat     ? "/v1/chat/completions"
                            : endpoint == Endpoint::kCanvas ? "/v1/canvas"
                                                            : "/v1/completions";
+  if (draining()) return reply_draining(res, name);
   json body;
   try {
     body = json::parse(req.body);
@@ -439,13 +486,25 @@ void App::generate(const httplib::Request& req, httplib::Response& res, Endpoint
     if (sdar && r.params.stop_ids) x->streams.back().stop_after(*r.params.stop_ids);
     if (!r.end_ids.empty()) x->streams.back().end_at(r.end_ids);
   }
+  if (o_.request_timeout_seconds > 0)
+    x->job->deadline = x->job->arrived + std::chrono::duration_cast<Clock::duration>(
+                                             std::chrono::duration<double>(o_.request_timeout_seconds));
   if (!m.runner->submit(x->job)) {
+    // A hint, not a promise: about one request's time per batch of queued requests ahead.
+    const double mean = m.metrics.request_seconds.mean();
+    const double wait =
+        std::clamp((mean > 0 ? mean : 1.0) *
+                       (1.0 + static_cast<double>(o_.limits.max_queue) /
+                                  static_cast<double>(std::max<int64_t>(1, o_.limits.max_batch_rows))),
+                   1.0, 600.0);
+    res.set_header("Retry-After", std::to_string(static_cast<int64_t>(std::ceil(wait))));
     ApiError e{429,
                "the request queue is full (" + std::to_string(o_.limits.max_queue) + " waiting for '" +
                    m.name + "'); retry later",
                "", "rate_limit_exceeded", "queue_full"};
     return reply_error(res, e, name, route_if_auto);
   }
+  track(x->job);
   m.metrics.prompt_tokens += x->prompt_tokens() * r.n;
   metrics_.count_route(m.name, reason_name(decision.reason));  // an accepted request
 
@@ -484,8 +543,7 @@ void App::generate(const httplib::Request& req, httplib::Response& res, Endpoint
             }
             std::string out;
             if (x->job->error()) {
-              ApiError e{500, *x->job->error(), "", "server_error", ""};
-              out = dump(error_body(e));
+              out = dump(error_body(job_error(*x->job)));
             } else {
               std::vector<ChoiceResult> choices;
               const auto& outputs = x->job->result().outputs;
@@ -496,7 +554,7 @@ void App::generate(const httplib::Request& req, httplib::Response& res, Endpoint
               }
               out = dump(full_response(x->meta, choices, x->prompt_tokens(), stats()));
             }
-            finish_metrics(x->job->error() ? 500 : 200);
+            finish_metrics(x->job->error() ? x->job->error_status() : 200);
             out += "\n";
             const bool ok = sink.write(out.data(), out.size());
             if (ok) sink.done();
@@ -565,9 +623,8 @@ void App::generate(const httplib::Request& req, httplib::Response& res, Endpoint
             x->job->cancel();
           if (!news.ended) continue;
           if (x->job->error()) {
-            ApiError e{500, *x->job->error(), "", "server_error", ""};
-            finish_metrics(500);
-            put(sse(error_body(e)));
+            finish_metrics(x->job->error_status());
+            put(sse(error_body(job_error(*x->job))));
             put("data: [DONE]\n\n");
             sink.done();
             return true;
@@ -594,6 +651,84 @@ void App::generate(const httplib::Request& req, httplib::Response& res, Endpoint
         if (!success) x->job->cancel();
         finish_metrics(success ? 200 : 499);
       });
+}
+
+void App::track(const std::shared_ptr<Job>& job) {
+  std::lock_guard<std::mutex> lock(live_mu_);
+  live_.push_back(job);
+}
+
+std::vector<std::shared_ptr<Job>> App::live_jobs() {
+  std::lock_guard<std::mutex> lock(live_mu_);
+  std::vector<std::shared_ptr<Job>> out;
+  std::vector<std::weak_ptr<Job>> kept;
+  for (auto& w : live_)
+    if (auto j = w.lock(); j && !j->ended()) {
+      out.push_back(j);
+      kept.push_back(w);
+    }
+  live_ = std::move(kept);
+  return out;
+}
+
+void App::start_lifecycle(httplib::Server& server) {
+  lifecycle_ = std::thread([this, &server] { lifecycle(&server); });
+}
+
+void App::stop_lifecycle() {
+  lifecycle_stop_ = true;
+  if (lifecycle_.joinable()) lifecycle_.join();
+}
+
+void App::lifecycle(httplib::Server* server) {
+  Clock::time_point drain_end{};
+  int signals = 0;
+  while (!lifecycle_stop_) {
+    pollfd p{g_signal_pipe[0], POLLIN, 0};
+    if (g_signal_pipe[0] >= 0 && poll(&p, 1, 100) > 0 && (p.revents & POLLIN)) {
+      char buf[16];
+      const ssize_t n = read(g_signal_pipe[0], buf, sizeof buf);
+      signals += n > 0 ? static_cast<int>(n) : 0;
+      if (signals >= 2) {  // a second signal: stop now
+        for (auto& j : live_jobs()) j->cancel_with_error("the server stopped", 503, "server_stopped");
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        server->stop();
+        return;
+      }
+      if (!draining_) {
+        draining_ = true;
+        metrics_.draining = true;
+        drain_end = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                       std::chrono::duration<double>(o_.drain_seconds));
+        if (!o_.quiet)
+          std::fprintf(stderr, "dllm serve: draining (%zu requests in flight, up to %.0f s)\n",
+                       live_jobs().size(), o_.drain_seconds);
+      }
+    } else if (g_signal_pipe[0] < 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    const Clock::time_point now = Clock::now();
+    std::vector<std::shared_ptr<Job>> live = live_jobs();
+    for (auto& j : live)
+      if (j->deadline != Clock::time_point{} && now > j->deadline && !j->cancelled()) {
+        j->cancel_with_error("the request ran past this server's --request-timeout of " +
+                                 std::to_string(o_.request_timeout_seconds) + " s and was stopped",
+                             504, "request_timeout");
+        ++metrics_.timed_out;
+      }
+    if (!draining_) continue;
+    if (now >= drain_end)
+      for (auto& j : live)
+        j->cancel_with_error("the server is shutting down: --drain-seconds ran out before this request ended",
+                             503, "server_draining");
+    if (live.empty()) {
+      // The answers of the last jobs are being written by their handlers: the server's stop waits for them.
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      if (!o_.quiet) std::fprintf(stderr, "dllm serve: drained\n");
+      server->stop();
+      return;
+    }
+  }
 }
 
 void App::reply_canvas(const std::shared_ptr<Exchange>& x, httplib::Response& res,
@@ -634,7 +769,7 @@ void App::reply_canvas(const std::shared_ptr<Exchange>& x, httplib::Response& re
         {"route", x->route}};
     return head;
   };
-  auto error_text = [x]() { return dump(error_body({500, *x->job->error(), "", "server_error", ""})); };
+  auto error_text = [x]() { return dump(error_body(job_error(*x->job))); };
   if (!r.stream) {
     res.set_chunked_content_provider(
         "application/json",
@@ -650,7 +785,7 @@ void App::reply_canvas(const std::shared_ptr<Exchange>& x, httplib::Response& re
               continue;
             }
             std::string out = x->job->error() ? error_text() : dump(document());
-            finish_metrics(x->job->error() ? 500 : 200);
+            finish_metrics(x->job->error() ? x->job->error_status() : 200);
             out += "\n";
             const bool ok = sink.write(out.data(), out.size());
             if (ok) sink.done();
@@ -699,7 +834,7 @@ void App::reply_canvas(const std::shared_ptr<Exchange>& x, httplib::Response& re
             if (!put(sse(chunk))) return fail();
           }
           if (!news.ended) continue;
-          finish_metrics(x->job->error() ? 500 : 200);
+          finish_metrics(x->job->error() ? x->job->error_status() : 200);
           if (!put(x->job->error() ? "data: " + error_text() + "\n\n" : sse(document()))) return fail();
           if (!put("data: [DONE]\n\n")) return fail();
           sink.done();
@@ -791,15 +926,21 @@ int serve(const std::vector<ModelSpec>& models, const ServeOptions& options) {
     return 1;
   }
   std::signal(SIGPIPE, SIG_IGN);
-  g_server = &server;
+  if (pipe(g_signal_pipe) != 0) {
+    std::fprintf(stderr, "dllm serve: pipe(2) failed: %s\n", std::strerror(errno));
+    return 1;
+  }
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
+  app->start_lifecycle(server);
   std::fprintf(stderr, "dllm serve: listening on http://%s:%d (%s %s%s)\n", options.host.c_str(), port,
                models.size() > 1 ? "models" : "model", listing.c_str(),
                models.size() > 1 ? ", and 'auto'" : "");
   std::fflush(stderr);
   server.listen_after_bind();
-  g_server = nullptr;
+  app->stop_lifecycle();
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
   if (!options.quiet) std::fprintf(stderr, "dllm serve: stopped\n");
   return 0;
 }

@@ -40,10 +40,14 @@ struct ServeOptions {
   SchedulerLimits limits;  // per model
   RouterConfig router;
   size_t max_body_bytes = 1 << 20;
+  double request_timeout_seconds =
+      0;                      // > 0: a request still running after this (queue included) ends with 504
+  double drain_seconds = 30;  // SIGTERM: how long requests in flight may take before they are ended
   bool quiet = false;
 };
 
-// Serves `models` (the first is the default: requests that name no model go there) until SIGINT / SIGTERM.
+// Serves `models` (the first is the default: requests that name no model go there) until SIGINT / SIGTERM:
+// the first signal drains (new requests 503, requests in flight finish within drain_seconds), then returns 0.
 // Returns the process exit status; errors (bind failure, unreadable tokenizer) are a value: the message is
 // printed.
 int serve(const std::vector<ModelSpec>& models, const ServeOptions& options);

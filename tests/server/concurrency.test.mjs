@@ -92,8 +92,10 @@ test('a full queue answers 429 and the server keeps serving', async () => {
       const res = await fetch(`${server.url}/v1/completions`, { method: 'POST', body,
                                                                 headers: { 'Content-Type': 'application/json' } });
       const json = JSON.parse(await res.text());
-      if (res.status === 429) assert.match(json.error.message, /queue is full/);
-      else assert.ok(json.choices, JSON.stringify(json));
+      if (res.status === 429) {
+        assert.match(json.error.message, /queue is full/);
+        assert.ok(Number(res.headers.get('retry-after')) >= 1, 'a 429 says when to retry (Retry-After)');
+      } else assert.ok(json.choices, JSON.stringify(json));
       return res.status;
     }));
     assert.ok(statuses.includes(429), `statuses ${statuses}`);

@@ -194,6 +194,18 @@ void setup(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--max-body", s.max_body_bytes, "Largest request body in bytes; more answer 413")
       ->capture_default_str();
+  cmd->add_option("--request-timeout", s.request_timeout_seconds,
+                  "Seconds a request may take, queue included; one still running then ends with a 504 error "
+                  "(0 = no limit)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option(
+         "--drain-seconds", s.drain_seconds,
+         "On SIGTERM / SIGINT: new requests answer 503 and /health says draining while the requests in "
+         "flight finish; those still running after this many seconds end with a 503 error; then the "
+         "server exits 0 (a second signal stops at once)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   cmd->add_option("--mask-placeholder", s.policy.mask_placeholder,
                   "Text of a masked position in diffusing events")
       ->capture_default_str();
