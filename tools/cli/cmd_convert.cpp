@@ -75,6 +75,10 @@ struct EvalOptions {
   int threads = 0;
   std::string
       ids_file;  // token ids (any separators, e.g. `dllm tokenize` output): rows instead of random tokens
+  // "masked": the positions above, masked; "perplexity": llama-perplexity --kl-divergence's layout (no mask,
+  // consecutive rows of the ids file, logits rows [length/2, length - 1) compared as they are), so the same
+  // file's statistics from llama.cpp's kernels compare with ours.
+  std::string layout = "masked";
 };
 
 void log_softmax(const float* x, int64_t n, std::vector<double>& out) {
@@ -96,6 +100,10 @@ void run_eval(const EvalOptions& o) {
   std::vector<std::vector<int64_t>> masked;
   const int64_t ordinary = std::max<int64_t>(
       2, std::min<int64_t>(info.vocab_size, info.mask_id > 0 ? info.mask_id : info.vocab_size) - 32);
+  if (o.layout != "masked" && o.layout != "perplexity")
+    fail("--layout must be masked or perplexity, got '", o.layout, "'");
+  const bool perplexity = o.layout == "perplexity";
+  if (perplexity && o.ids_file.empty()) fail("--layout perplexity needs --ids-file (the text's token ids)");
   std::vector<int32_t> stream;
   if (!o.ids_file.empty()) {
     FILE* f = std::fopen(o.ids_file.c_str(), "rb");
@@ -123,11 +131,15 @@ void run_eval(const EvalOptions& o) {
       std::copy_n(stream.begin() + s * o.length, o.length, row.begin());
     }
     std::vector<int64_t> pos;
-    for (int64_t i = 1; i < o.length; ++i)
-      if (std::uniform_real_distribution<double>(0, 1)(rng) < o.mask_fraction) {
-        row[i] = info.mask_id;
-        pos.push_back(i);
-      }
+    if (perplexity) {
+      for (int64_t i = o.length / 2; i < o.length - 1; ++i) pos.push_back(i);
+    } else {
+      for (int64_t i = 1; i < o.length; ++i)
+        if (std::uniform_real_distribution<double>(0, 1)(rng) < o.mask_fraction) {
+          row[i] = info.mask_id;
+          pos.push_back(i);
+        }
+    }
     rows.push_back(row);
     masked.push_back(pos);
   }
@@ -150,7 +162,7 @@ void run_eval(const EvalOptions& o) {
     for (size_t s = 0; s < rows.size(); ++s) {
       const auto ql = run(*q, s);
       for (int64_t pos : masked[s]) {
-        const int64_t at = info.shift_logits ? pos - 1 : pos;
+        const int64_t at = info.shift_logits && !perplexity ? pos - 1 : pos;
         const float* a = ref_logits[s].data() + at * V;
         const float* b = ql.data() + at * V;
         log_softmax(a, V, lp);
@@ -197,6 +209,12 @@ void setup_eval(CLI::App& app) {
          "--ids-file", o->ids_file,
          "Held-out token ids (any separators, e.g. `dllm tokenize` output) cut into rows of --length "
          "instead of random tokens")
+      ->capture_default_str();
+  cmd->add_option("--layout", o->layout,
+                  "masked: --mask-fraction of each row masked, the masked positions scored; perplexity: "
+                  "llama-perplexity --kl-divergence's layout (no mask, consecutive rows of --ids-file of "
+                  "--length tokens, logits rows [length/2, length - 1) scored as they are), to compare with "
+                  "llama.cpp's own statistics for the same files")
       ->capture_default_str();
   cmd->add_option("-t,--threads", o->threads, "Threads (0 = all cores)")->capture_default_str();
   add_weights_option(cmd);  // auto: the int8 kernels as generation runs them; f32: the format alone

@@ -44,14 +44,24 @@ namespace avx2 {
 // says the CPU has AVX512F/BW/VL/VNNI. Internal linkage (anonymous namespace) and no library templates
 // instantiated in here: nothing compiled for AVX-512 can be picked by the linker for code the AVX2 paths
 // share.
+// (clang, for the libFuzzer build, spells GCC's target pragma as an attribute pushed on every function.)
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx512dq"))), \
+                             apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni,avx512dq")
+#endif
 namespace vnni {
 #define DLLM_GGML_VNNI 1
 #include "kernels/quant/linear_ggml_tiles.inc"
 #undef DLLM_GGML_VNNI
 }  // namespace vnni
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 
 using RowsFn = void (*)(const DotArgs&, int64_t, int64_t);
 

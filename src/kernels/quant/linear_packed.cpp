@@ -59,8 +59,14 @@ inline int32_t load_i32(const int8_t* p) {
 // ---- AVX512_VNNI: RM activation rows x RP panels (16 weight rows each, one zmm of int32 / f32 lanes).
 // Compiled for AVX-512 only in this region and only called where cpuid reports it; internal linkage and no
 // library templates instantiated here, so nothing AVX-512 can be picked by the linker for shared code.
+// (clang, for the libFuzzer build, spells GCC's target pragma as an attribute pushed on every function.)
+#if defined(__clang__)
+#pragma clang attribute push( \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,f16c,fma"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,f16c,fma")
+#endif
 namespace vnni {
 
 template <int RM, int RP, bool kQ4>
@@ -210,7 +216,11 @@ void tile_q4k(const TileArgs& a) {
 }
 
 }  // namespace vnni
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 
 // ---- AVX2: RM activation rows x 1 panel (two ymm halves of 8 weight rows). 16 ymm registers hold RM = 2
 // without spilling.
