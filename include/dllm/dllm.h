@@ -90,6 +90,7 @@ struct ForwardInput {
   std::span<const int32_t> tokens;  // [batch * seq_len]
   int64_t batch = 1;
   int64_t logits_from = 0;  // logits are produced only for positions >= logits_from (saves the vocab matmul)
+  int64_t logits_to = 0;  // ... and < logits_to (0 = the row's end): a block schedule needs only its block's
   // Optional: per-layer hidden states of row 0, HF convention ([L+1][seq_len * d_model]).
   std::vector<std::vector<float>>* hidden_states = nullptr;
   // Optional RoPE position of each token [batch * seq_len]; default 0..seq_len-1 per row (offset by
@@ -108,12 +109,18 @@ struct ForwardInput {
   int64_t attention_block = 0;
 };
 
+// Where a forward's logits end in each row: logits_to, or the row's end when it is 0.
+inline int64_t logits_end(const ForwardInput& in) {
+  const int64_t seq = in.batch > 0 ? static_cast<int64_t>(in.tokens.size()) / in.batch : 0;
+  return in.logits_to > 0 ? in.logits_to : seq;
+}
+
 class Model {
  public:
   static Expected<std::shared_ptr<Model>> load(const std::string& path, const LoadOptions& options = {});
   virtual ~Model() = default;
   virtual const ModelInfo& info() const = 0;
-  // Raw model logits [batch, seq_len - logits_from, vocab_size] (no Dream shift applied).
+  // Raw model logits [batch, logits_end(input) - logits_from, vocab_size] (no Dream shift applied).
   virtual Expected<std::vector<float>> forward(const ForwardInput& input) = 0;
 };
 

@@ -18,13 +18,14 @@ BatchedLogits forward_plans(Model& model, std::span<const ForwardPlan* const> pl
     out.len = p.len;
     return out;
   }
-  int64_t from = INT64_MAX;
+  int64_t from = INT64_MAX, to = 0;
   for (const ForwardPlan* p : plans) {
     if (p->cache_op != CacheOp::kNone) fail("forward_plans: a cached plan runs alone (its cache is its own)");
     if (p->attention_block > 0) fail("forward_plans: a block-causal plan runs alone");
     out.rows += p->rows;
     out.len = std::max(out.len, p->len);
     from = std::min(from, p->logits_from);
+    to = std::max(to, p->logits_from + p->logits_rows());
   }
   const int64_t rows = out.rows, len = out.len;
   std::vector<int32_t> tokens(rows * len, std::max(0, model.info().mask_id));  // padding: any valid id
@@ -46,14 +47,15 @@ BatchedLogits forward_plans(Model& model, std::span<const ForwardPlan* const> pl
   in.tokens = tokens;
   in.batch = rows;
   in.logits_from = from;
+  in.logits_to = to == len ? 0 : to;
   in.positions = positions;
   in.valid = valid;
   const std::vector<float> logits = model.forward(in).value();
-  const int64_t vocab = model.info().vocab_size, span = len - from;
+  const int64_t vocab = model.info().vocab_size, span = to - from;
   r0 = 0;
   for (size_t k = 0; k < plans.size(); ++k) {
     const ForwardPlan& p = *plans[k];
-    const int64_t own = p.len - p.logits_from;
+    const int64_t own = p.logits_rows();
     out.logits[k].resize(p.rows * own * vocab);
     for (int64_t r = 0; r < p.rows; ++r)
       std::copy_n(logits.begin() + ((r0 + r) * span + (p.logits_from - from)) * vocab, own * vocab,

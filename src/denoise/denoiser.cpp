@@ -54,6 +54,7 @@ ForwardInput ForwardPlan::input() const {
   in.tokens = tokens;
   in.batch = rows;
   in.logits_from = logits_from;
+  in.logits_to = logits_to;
   in.positions = positions;
   in.valid = valid;
   in.cache = cache;
@@ -369,6 +370,9 @@ void Denoiser::build_plan() {
   p.len = hi - lo;
   p.canvas_offset = lo;
   p.logits_from = reuse ? 0 : std::max<int64_t>(0, first_mask_ - shift);
+  // Only the eligible positions' logits are read (predict_positions): none past the current blocks' end.
+  const int64_t logits_end = std::clamp<int64_t>(union_end - shift - lo, p.logits_from + 1, p.len);
+  p.logits_to = logits_end == p.len ? 0 : logits_end;
   p.cache = s_.cache == CacheMode::kNone ? nullptr : &cache_;
   p.cache_op = s_.cache == CacheMode::kNone ? CacheOp::kNone : (reuse ? CacheOp::kReuse : CacheOp::kStore);
   p.tokens.resize(rows * p.len);
@@ -510,7 +514,7 @@ void Denoiser::step(std::span<const float> logits_in) {
   if (!planned_) fail("denoiser: step() without a plan()");
   planned_ = false;
   const ForwardPlan& p = plan_;
-  const int64_t vocab = info_.vocab_size, span = p.len - p.logits_from;
+  const int64_t vocab = info_.vocab_size, span = p.logits_rows();
   if (static_cast<int64_t>(logits_in.size()) != p.rows * span * vocab)
     fail("denoiser: got ", logits_in.size(), " logits, the plan needs ", p.rows * span * vocab);
   ++forwards_;

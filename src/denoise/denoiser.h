@@ -40,7 +40,9 @@ struct ForwardPlan {
   std::vector<int64_t> positions;  // [rows * len], empty = 0..len-1 (+ cache_offset)
   std::vector<uint8_t> valid;      // [rows * len], empty = all valid
   int64_t rows = 0, len = 0;
-  int64_t logits_from = 0;    // within the row
+  int64_t logits_from = 0;  // within the row
+  int64_t logits_to = 0;    // within the row; 0 = its end (ForwardInput::logits_to)
+  int64_t logits_rows() const { return (logits_to > 0 ? logits_to : len) - logits_from; }
   int64_t canvas_offset = 0;  // canvas position of each row's first token
   CacheOp cache_op = CacheOp::kNone;
   KvCache* cache = nullptr;

@@ -122,6 +122,9 @@ std::vector<float> Transformer::run(const ForwardInput& input) {
   const int64_t seq = static_cast<int64_t>(input.tokens.size()) / batch;
   if (input.logits_from < 0 || input.logits_from >= seq)
     fail("forward: logits_from ", input.logits_from, " outside [0, ", seq, ")");
+  if (input.logits_to < 0 || input.logits_to > seq ||
+      (input.logits_to > 0 && input.logits_to <= input.logits_from))
+    fail("forward: logits_to ", input.logits_to, " outside (logits_from ", input.logits_from, ", ", seq, "]");
   for (int32_t t : input.tokens)
     if (t < 0 || t >= mi.vocab_size)
       fail("forward: token id ", t, " is outside the vocabulary [0, ", mi.vocab_size, ")");
@@ -266,7 +269,7 @@ std::vector<float> Transformer::run(const ForwardInput& input) {
   }
 
   // Final norm and head only for the positions whose logits are wanted.
-  const int64_t keep = seq - input.logits_from;
+  const int64_t keep = logits_end(input) - input.logits_from;
   std::vector<float> normed(batch * keep * d);
   for (int64_t b = 0; b < batch; ++b)
     rms_norm(x_.data() + (b * seq + input.logits_from) * d, weights_.final_norm.data(), keep, d,

@@ -432,8 +432,14 @@ void parse_canvas(const json& body, const ModelInfo& info, const TextCodec& code
   } else {
     if (!spans->is_array() || spans->empty())
       bad("spans", "'spans' must be a non-empty array of {\"start\", \"end\"[, \"length\"]}");
-    if (parse_infill_template(*text).lengths.size() > 0)
-      bad("spans", "'text' has placeholders and 'spans' are given: use one or the other");
+    // (A malformed placeholder is the text's error here too, not an exception out of the parser.)
+    bool placeholders = false;
+    try {
+      placeholders = !parse_infill_template(*text).lengths.empty();
+    } catch (const std::exception& e) {
+      bad("text", std::string("'text': ") + e.what());
+    }
+    if (placeholders) bad("spans", "'text' has placeholders and 'spans' are given: use one or the other");
     int64_t prev_end = 0, prev_byte = 0;
     const int64_t chars = [&] {
       int64_t n = 0;

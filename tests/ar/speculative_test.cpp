@@ -45,7 +45,7 @@ class OracleDrafter : public Model {
     p.gen_length = n - first_mask;
     p.stop_ids = std::vector<int32_t>{};
     const auto want = generate(verifier_, {context}, p).value().outputs[0];
-    const int64_t V = info_.vocab_size, rows = n - in.logits_from;
+    const int64_t V = info_.vocab_size, rows = logits_end(in) - in.logits_from;
     std::vector<float> logits(static_cast<size_t>(rows * V), 0.0f);
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t pos = in.logits_from + r;

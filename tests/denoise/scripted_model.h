@@ -23,7 +23,8 @@ class ScriptedModel : public Model {
   Expected<std::vector<float>> forward(const ForwardInput& in) override {
     if (in.cache_op != CacheOp::kNone)
       return Expected<std::vector<float>>::failure("ScriptedModel: no caches");
-    const int64_t seq = static_cast<int64_t>(in.tokens.size()) / in.batch, rows = seq - in.logits_from;
+    const int64_t seq = static_cast<int64_t>(in.tokens.size()) / in.batch,
+                  rows = logits_end(in) - in.logits_from;
     const int64_t V = info_.vocab_size;
     std::vector<float> logits(static_cast<size_t>(in.batch * rows * V), 0.0f);
     for (int64_t b = 0; b < in.batch; ++b)

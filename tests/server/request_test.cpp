@@ -479,7 +479,9 @@ TEST_F(Fixture, CanvasErrorsNameTheField) {
       canvas({{"text", "1 2"}, {"mode", "refine"}, {"spans", {{{"start", 0}, {"end", 1}, {"length", 3}}}}})
           ->param,
       "spans");
-  EXPECT_EQ(canvas({{"text", "500 <|mask|>"}})->param, "text");     // the mask id outside a span
+  EXPECT_EQ(canvas({{"text", "500 <|mask|>"}})->param, "text");  // the mask id outside a span
+  // Found by the request fuzzer: a malformed placeholder beside spans was an exception (a 500), not a 400.
+  EXPECT_EQ(canvas({{"text", "1 2 <|mask:65"}, {"spans", {{{"start", 0}, {"end", 1}}}}})->param, "text");
   EXPECT_EQ(canvas({{"text", "1 <|mask:200|>"}})->param, "spans");  // over max_tokens (128)
   const auto over = canvas({{"text", "1 <|mask:2|> 999"}});
   ASSERT_TRUE(over);
