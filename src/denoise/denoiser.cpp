@@ -369,7 +369,17 @@ void Denoiser::build_plan() {
   p.rows = rows;
   p.len = hi - lo;
   p.canvas_offset = lo;
-  p.logits_from = reuse ? 0 : std::max<int64_t>(0, first_mask_ - shift);
+  // Logits are read only at the eligible positions that are still masked (predict_positions): from the first
+  // of them (earlier blocks are done) to the current blocks' end.
+  int64_t need_lo = union_end;
+  for (int64_t b = 0; b < batch_; ++b) {
+    const int64_t from = s_.canvas_blocks ? block_begin(b) : first_mask_, to = block_end(b);
+    int64_t pos = from;
+    while (pos < to && x_[b][pos] != info_.mask_id) ++pos;
+    need_lo = std::min(need_lo, pos < to ? pos : from);
+  }
+  p.logits_from =
+      reuse ? 0 : std::clamp<int64_t>(need_lo - shift, 0, std::max<int64_t>(0, union_end - shift - 1));
   // Only the eligible positions' logits are read (predict_positions): none past the current blocks' end.
   const int64_t logits_end = std::clamp<int64_t>(union_end - shift - lo, p.logits_from + 1, p.len);
   p.logits_to = logits_end == p.len ? 0 : logits_end;
