@@ -4,7 +4,8 @@
 # hang (-timeout, per input) fails the run; its input is left in build-fuzz/crashes/<target>/ (copy it into
 # tests/fuzz/regressions/<target>/ once fixed: dllm_fuzz_tests replays those in every build). New corpus
 # entries stay in build-fuzz/corpus/<target>/. The summary (executions, coverage, corpus) goes to
-# build-fuzz/fuzz-summary.txt.
+# build-fuzz/fuzz-summary.txt. FUZZ_SEED (default 1) seeds libFuzzer's mutations, so a run is repeatable up to
+# how many inputs fit in the time; set another to explore differently.
 #
 #   scripts/fuzz.sh [SECONDS] [TARGET ...]
 set -euo pipefail
@@ -30,6 +31,7 @@ for t in "${targets[@]}"; do
   # -rss_limit_mb: a parser asked for gigabytes by a length field must refuse, not allocate them.
   if ! ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 \
        "build-fuzz/fuzz/dllm_fuzz_$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
+       -seed="${FUZZ_SEED:-1}" \
        -print_final_stats=1 -artifact_prefix="$crashes/" "$corpus" "tests/fuzz/corpus/$t" >"$log" 2>&1; then
     echo "FAIL: $t (log: $log; inputs: $crashes/)"
     tail -n 40 "$log"
