@@ -25,6 +25,7 @@ summary=build-fuzz/fuzz-summary.txt
 status=0
 for t in "${targets[@]}"; do
   corpus=build-fuzz/corpus/$t crashes=build-fuzz/crashes/$t
+  rm -rf "$crashes"  # this run's findings only
   mkdir -p "$corpus" "$crashes"
   echo "== fuzzing $t for ${seconds}s"
   log=build-fuzz/fuzz-$t.log
