@@ -69,26 +69,31 @@ const latency = [], queue = [];
 const failures = [];
 const deadline = t0 + minutes * 60000;
 
-async function one(rng) {
+async function one(rng, probe = {}) {
   const streamed = rng() < 0.5, useChat = chat && rng() < 0.5;
+  probe.streamed = streamed;
   const max_tokens = [8, 16, 32, 64][Math.floor(rng() * 4)];
   const body = { model: model.id, max_tokens, ...(rng() < 0.3 ? { temperature: 0.8, seed: Math.floor(rng() * 1e6) } : {}) };
   if (useChat) body.messages = [{ role: 'user', content: prompt }];
   else body.prompt = prompt;
   const fate = rng();  // < 0.1: cancel before the answer; < 0.2 (streams): disconnect mid-stream
+  probe.fate = fate < 0.1 ? 'cancel' : fate < 0.2 && streamed ? 'disconnect' : 'complete';
   const controller = new AbortController();
   const start = Date.now();
   try {
     if (fate < 0.1) setTimeout(() => controller.abort(), Math.floor(rng() * 200));
     const create = useChat ? client.chat.completions : client.completions;
     if (!streamed) {
+      probe.phase = 'request';
       const r = await create.create(body, { signal: controller.signal });
       const text = useChat ? r.choices[0].message.content : r.choices[0].text;
       if (typeof text !== 'string' || !r.choices[0].finish_reason) throw new Error(`incomplete answer ${JSON.stringify(r)}`);
       queue.push(r.dllm?.queue_seconds ?? 0);
     } else {
+      probe.phase = 'stream open';
       const stream = await create.create({ ...body, stream: true, stream_options: { include_usage: true } },
                                          { signal: controller.signal });
+      probe.phase = 'streaming';
       let finish = null, chunks = 0;
       for await (const chunk of stream) {
         ++chunks;
@@ -116,9 +121,18 @@ function rngOf(seed) {
   let s = seed >>> 0;
   return () => ((s = (s * 1664525 + 1013904223) >>> 0) / 2 ** 32);
 }
+// A request that has not settled 120 s after it started is reported as hung (client side: the server's view
+// is in /metrics), and its client moves on; the report says which kind of request it was.
+const hung = [];
 await Promise.all(Array.from({ length: clients }, async (_, i) => {
   const rng = rngOf(i + 1);
-  while (Date.now() < deadline && !serverDied) await one(rng);
+  while (Date.now() < deadline && !serverDied) {
+    const probe = { streamed: null, fate: null, phase: 'start' };
+    let timer;
+    const watchdog = new Promise((resolve) => { timer = setTimeout(() => resolve('hung'), 120000); });
+    if (await Promise.race([one(rng, probe), watchdog]) === 'hung') hung.push(probe);
+    clearTimeout(timer);
+  }
 }));
 clearInterval(sampler);
 if (!serverDied) memory.push([(Date.now() - t0) / 1000, rssKiB()]);
@@ -133,7 +147,7 @@ if (warm.length >= 2) {
 }
 const metrics = serverDied ? '' : await (await fetch(`${url}/metrics`)).text();
 const report = {
-  clients, minutes, serve_args: serveArgs, counts, failures: failures.slice(0, 10),
+  clients, minutes, serve_args: serveArgs, counts, failures: failures.slice(0, 10), client_hangs: hung,
   latency_seconds: { p50: pct(latency, 50), p99: pct(latency, 99), n: latency.length },
   queue_seconds: { p50: pct(queue, 50), p99: pct(queue, 99), n: queue.length },
   rss_kib: { start: memory[0][1], end: memory.at(-1)[1], max: Math.max(...memory.map(([, r]) => r)),
@@ -144,7 +158,9 @@ const report = {
 if (outFile) writeFileSync(outFile, JSON.stringify(report, null, 2));
 const { samples, ...rss } = report.rss_kib;
 console.log(JSON.stringify({ ...report, rss_kib: rss }, null, 2));
-const bad = serverDied || counts.lost > 0 || counts.server_errors > 0 || counts.ok === 0;
+// A hung request the client meant to complete is a lost answer; one it aborted itself is reported only.
+const bad = serverDied || counts.lost > 0 || counts.server_errors > 0 || counts.ok === 0 ||
+  hung.some((h) => h.fate === 'complete');
 server.kill('SIGTERM');  // drains: the process ends once its requests have
 await new Promise((r) => (server.exitCode !== null ? r() : server.on('exit', r)));
 process.exit(bad ? 1 : 0);
