@@ -7,24 +7,13 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
-import { URL, API_KEY, OUT, model } from './common.mjs';
+import { URL, API_KEY, OUT, model, outsideSpans } from './common.mjs';
 
 const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
 const cps = (s) => [...s];
 const asTyped = (s) => s.replace(/\r/g, '\n');  // the page's document: a textarea reads \r as \n
 
-// The text outside `spans` (code-point ranges), in order.
-function outside(text, spans) {
-  const chars = cps(text);
-  const parts = [];
-  let at = 0;
-  for (const s of spans) {
-    parts.push(chars.slice(at, s.start).join(''));
-    at = s.end;
-  }
-  parts.push(chars.slice(at).join(''));
-  return parts;
-}
+const outside = outsideSpans;
 
 test('web page: redo a selected span, type over, refine in the background', { timeout: 180000 }, async (t) => {
   if (!existsSync(CHROMIUM)) return t.skip(`${CHROMIUM} is not installed (apt-get install chromium)`);

@@ -2,22 +2,11 @@
 // redone in context, refine rounds, the streamed steps; everything outside the spans comes back byte for byte.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { client, model, post, promptText } from './common.mjs';
+import { client, model, outsideSpans, post, promptText } from './common.mjs';
 
 const cp = (s) => [...s].length;  // spans are code-point ranges
 
-// The text outside the spans, in order: what must come back unchanged.
-function outside(text, spans) {
-  const chars = [...text];
-  const parts = [];
-  let at = 0;
-  for (const s of spans) {
-    parts.push(chars.slice(at, s.start).join(''));
-    at = s.end;
-  }
-  parts.push(chars.slice(at).join(''));
-  return parts;
-}
+const outside = outsideSpans;
 
 test('canvas: placeholders are filled in context, the rest is byte-identical', async () => {
   const m = await model();

@@ -89,3 +89,16 @@ export function startServer(args, { model = true } = {}) {
 }
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// The text outside `spans` (code-point ranges, in order): what a canvas edit must give back unchanged.
+export function outsideSpans(text, spans) {
+  const chars = [...text];
+  const parts = [];
+  let at = 0;
+  for (const s of spans) {
+    parts.push(chars.slice(at, s.start).join(''));
+    at = s.end;
+  }
+  parts.push(chars.slice(at).join(''));
+  return parts;
+}
