@@ -253,6 +253,22 @@ BENCHMARK_CAPTURE(BM_Packed, q8_0_avx2, dllm::GgmlType::kQ8_0, PackedKernelId::k
 BENCHMARK_CAPTURE(BM_Packed, q4_0_avx2, dllm::GgmlType::kQ4_0, PackedKernelId::kAvx2)
     ->Name("target/packed_q4_0_avx2")
     ->Apply(target_shapes);
+// AVX-VNNI (VEX, 256-bit): the set CPUs with AVX-VNNI and no AVX-512 run; runs here wherever cpuid has it.
+BENCHMARK_CAPTURE(BM_Packed, q8_0_avx_vnni, dllm::GgmlType::kQ8_0, PackedKernelId::kAvxVnni)
+    ->Name("target/packed_q8_0_avx_vnni")
+    ->Apply(target_shapes);
+BENCHMARK_CAPTURE(BM_Packed, q4_0_avx_vnni, dllm::GgmlType::kQ4_0, PackedKernelId::kAvxVnni)
+    ->Name("target/packed_q4_0_avx_vnni")
+    ->Apply(target_shapes);
+BENCHMARK_CAPTURE(BM_Packed, q4_k_avx_vnni, dllm::GgmlType::kQ4_K, PackedKernelId::kAvxVnni)
+    ->Name("target/packed_q4_k_avx_vnni")
+    ->Apply(target_shapes);
+BENCHMARK_CAPTURE(BM_MoeGgml, q4_k_avx2, dllm::GgmlType::kQ4_K, Kernel::kAvx2)
+    ->Name("target/ggml_q4_k_avx2")
+    ->Apply(target_shapes);
+BENCHMARK_CAPTURE(BM_MoeGgml, q4_k_avx_vnni, dllm::GgmlType::kQ4_K, Kernel::kAvxVnni)
+    ->Name("target/ggml_q4_k_avx_vnni")
+    ->Apply(target_shapes);
 BENCHMARK_CAPTURE(BM_MoeGgml, q8_0, dllm::GgmlType::kQ8_0, Kernel::kAuto)
     ->Name("target/ggml_q8_0")
     ->Apply(target_shapes);

@@ -36,9 +36,9 @@ class LinearGgmlKernel : public ::testing::TestWithParam<Case> {
  protected:
   void SetUp() override {
     if (!LinearGgml::supported(GetParam().kernel))
-      GTEST_SKIP()
-          << LinearGgml::kernel_name(GetParam().kernel)
-          << ": this CPU lacks AVX512F/BW/VL + AVX512_VNNI (cpuid), the kernel is built but cannot run here";
+      GTEST_SKIP() << LinearGgml::kernel_name(GetParam().kernel) << ": this CPU lacks "
+                   << LinearGgml::kernel_requirement(GetParam().kernel)
+                   << ", the kernel is built but cannot run here";
   }
 };
 
@@ -99,7 +99,9 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{GgmlType::kQ8_0, Kernel::kAvx2}, Case{GgmlType::kQ4_K, Kernel::kAvx2},
                       Case{GgmlType::kQ6_K, Kernel::kAvx2}, Case{GgmlType::kQ8_0, Kernel::kAvx512Vnni},
                       Case{GgmlType::kQ4_K, Kernel::kAvx512Vnni}, Case{GgmlType::kQ6_K, Kernel::kAvx512Vnni},
-                      Case{GgmlType::kQ4_0, Kernel::kAvx2}, Case{GgmlType::kQ4_0, Kernel::kAvx512Vnni}),
+                      Case{GgmlType::kQ4_0, Kernel::kAvx2}, Case{GgmlType::kQ4_0, Kernel::kAvx512Vnni},
+                      Case{GgmlType::kQ8_0, Kernel::kAvxVnni}, Case{GgmlType::kQ4_0, Kernel::kAvxVnni},
+                      Case{GgmlType::kQ4_K, Kernel::kAvxVnni}, Case{GgmlType::kQ6_K, Kernel::kAvxVnni}),
     name);
 
 // The Q8_K activation quantiser (ggml's quantize_row_q8_K): the signed extreme maps to -127, the sums of 32

@@ -54,9 +54,9 @@ class LinearPackedKernel : public ::testing::TestWithParam<Case> {
  protected:
   void SetUp() override {
     if (!LinearPacked::supported(GetParam().kernel))
-      GTEST_SKIP()
-          << LinearPacked::kernel_name(GetParam().kernel)
-          << ": this CPU lacks AVX512F/BW/VL + AVX512_VNNI (cpuid), the kernel is built but cannot run here";
+      GTEST_SKIP() << LinearPacked::kernel_name(GetParam().kernel) << ": this CPU lacks "
+                   << LinearPacked::kernel_requirement(GetParam().kernel)
+                   << ", the kernel is built but cannot run here";
   }
 };
 
@@ -145,7 +145,9 @@ INSTANTIATE_TEST_SUITE_P(
     Kernels, LinearPackedKernel,
     ::testing::Values(Case{GgmlType::kQ8_0, Kernel::kAvx2}, Case{GgmlType::kQ4_0, Kernel::kAvx2},
                       Case{GgmlType::kQ4_K, Kernel::kAvx2}, Case{GgmlType::kQ8_0, Kernel::kAvx512Vnni},
-                      Case{GgmlType::kQ4_0, Kernel::kAvx512Vnni}, Case{GgmlType::kQ4_K, Kernel::kAvx512Vnni}),
+                      Case{GgmlType::kQ4_0, Kernel::kAvx512Vnni}, Case{GgmlType::kQ4_K, Kernel::kAvx512Vnni},
+                      Case{GgmlType::kQ8_0, Kernel::kAvxVnni}, Case{GgmlType::kQ4_0, Kernel::kAvxVnni},
+                      Case{GgmlType::kQ4_K, Kernel::kAvxVnni}),
     name);
 
 TEST(LinearPacked, RejectsWhatItCannotPack) {

@@ -1,5 +1,6 @@
 #include "kernels/quant/linear_ggml.h"
 
+#include <cpuid.h>
 #include <immintrin.h>
 #include <omp.h>
 
@@ -57,6 +58,25 @@ namespace vnni {
 #include "kernels/quant/linear_ggml_tiles.inc"
 #undef DLLM_GGML_VNNI
 }  // namespace vnni
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+
+// The same 256-bit tiles with AVX-VNNI's VEX-encoded vpdpbusd / vpdpwssd: CPUs with AVX-VNNI and no AVX-512
+// (Intel Alder Lake and later client parts) get fused int8 multiply-adds too. Same isolation as above.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c,avxvnni"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c,avxvnni")
+#endif
+namespace avx_vnni {
+#define DLLM_GGML_VNNI 2
+#include "kernels/quant/linear_ggml_tiles.inc"
+#undef DLLM_GGML_VNNI
+}  // namespace avx_vnni
 #if defined(__clang__)
 #pragma clang attribute pop
 #else
@@ -127,11 +147,34 @@ struct Scratch {
 };
 thread_local Scratch tls_scratch;
 
+// CPUID leaf 7, sub-leaf 1, EAX bit 4. Read directly: clang's __builtin_cpu_supports has no "avxvnni".
+bool cpu_has_avx_vnni() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (!__get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx)) return false;
+  return (eax >> 4) & 1u;
+}
+
+// The fastest set this CPU runs, or the one DLLM_GGML_KERNEL names (avx2, avx_vnni, avx512_vnni): for
+// measuring one set against another on the same machine. A name this CPU cannot run, or an unknown name,
+// is an error rather than a silent fallback.
 LinearGgml::Kernel detect_best() {
-  if (const char* env = std::getenv("DLLM_GGML_KERNEL"); env && std::string_view(env) == "avx2")
-    return LinearGgml::Kernel::kAvx2;
-  return LinearGgml::supported(LinearGgml::Kernel::kAvx512Vnni) ? LinearGgml::Kernel::kAvx512Vnni
-                                                                : LinearGgml::Kernel::kAvx2;
+  using K = LinearGgml::Kernel;
+  if (const char* env = std::getenv("DLLM_GGML_KERNEL"); env && *env) {
+    const std::string_view name(env);
+    const K k = name == "avx2"          ? K::kAvx2
+                : name == "avx_vnni"    ? K::kAvxVnni
+                : name == "avx512_vnni" ? K::kAvx512Vnni
+                                        : K::kAuto;
+    if (k == K::kAuto)
+      fail("DLLM_GGML_KERNEL=", name, ": unknown kernel set (avx2, avx_vnni or avx512_vnni)");
+    if (!LinearGgml::supported(k))
+      fail("DLLM_GGML_KERNEL=", name, ": this CPU cannot run the ", LinearGgml::kernel_name(k),
+           " kernels (they need ", LinearGgml::kernel_requirement(k), ")");
+    return k;
+  }
+  if (LinearGgml::supported(K::kAvx512Vnni)) return K::kAvx512Vnni;
+  if (LinearGgml::supported(K::kAvxVnni)) return K::kAvxVnni;
+  return K::kAvx2;
 }
 
 void check_shape(GgmlType type, int64_t rows, int64_t cols) {
@@ -208,10 +251,17 @@ LinearGgml LinearGgml::quantize_f32(GgmlType type, const float* w, int64_t rows,
 }
 
 bool LinearGgml::supported(Kernel kernel) {
-  if (kernel != Kernel::kAvx512Vnni) return true;
-  static const bool vnni = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
-  return vnni;
+  static const bool avx512_vnni = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                                  __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+  static const bool avx_vnni = cpu_has_avx_vnni();
+  switch (kernel) {
+    case Kernel::kAvx512Vnni:
+      return avx512_vnni;
+    case Kernel::kAvxVnni:
+      return avx_vnni;
+    default:
+      return true;
+  }
 }
 
 LinearGgml::Kernel LinearGgml::best_kernel() {
@@ -225,10 +275,23 @@ const char* LinearGgml::kernel_name(Kernel kernel) {
       return kernel_name(best_kernel());
     case Kernel::kAvx2:
       return "AVX2";
+    case Kernel::kAvxVnni:
+      return "AVX_VNNI";
     case Kernel::kAvx512Vnni:
       return "AVX512_VNNI";
   }
   return "?";
+}
+
+const char* LinearGgml::kernel_requirement(Kernel kernel) {
+  switch (kernel) {
+    case Kernel::kAvxVnni:
+      return "AVX-VNNI (cpuid leaf 7 sub-leaf 1, EAX bit 4)";
+    case Kernel::kAvx512Vnni:
+      return "AVX512F/BW/VL + AVX512_VNNI";
+    default:
+      return "AVX2 + FMA + F16C";
+  }
 }
 
 void LinearGgml::forward(const float* x, int64_t rows, float* y, bool accumulate) const {
@@ -268,12 +331,14 @@ void LinearGgml::forward_many(Kernel kernel, const LinearGgml* const* ws, float*
   int8_t* xq = scratch(s.q, rows * cols);
   float* xd = scratch(s.d, rows * nblk);
   int16_t* xs = q8_k ? scratch(s.s, rows * nblk * 8) : nullptr;
-  const bool vnni = kernel == Kernel::kAvx512Vnni;
   const bool q4_0 = first.type_ == GgmlType::kQ4_0;
-  const RowsFn run = q4     ? (vnni ? vnni::q4_k_rows : avx2::q4_k_rows)
-                     : q6   ? (vnni ? vnni::q6_k_rows : avx2::q6_k_rows)
-                     : q4_0 ? (vnni ? vnni::q4_0_rows : avx2::q4_0_rows)
-                            : (vnni ? vnni::q8_0_rows : avx2::q8_0_rows);
+  // [type: Q8_0, Q4_0, Q4_K, Q6_K][kernel set: AVX2, AVX-VNNI, AVX512_VNNI]
+  static constexpr RowsFn kRows[4][3] = {{avx2::q8_0_rows, avx_vnni::q8_0_rows, vnni::q8_0_rows},
+                                         {avx2::q4_0_rows, avx_vnni::q4_0_rows, vnni::q4_0_rows},
+                                         {avx2::q4_k_rows, avx_vnni::q4_k_rows, vnni::q4_k_rows},
+                                         {avx2::q6_k_rows, avx_vnni::q6_k_rows, vnni::q6_k_rows}};
+  const int set = kernel == Kernel::kAvx512Vnni ? 2 : kernel == Kernel::kAvxVnni ? 1 : 0;
+  const RowsFn run = kRows[q4 ? 2 : q6 ? 3 : q4_0 ? 1 : 0][set];
   // Work items of 16 weight rows (of each matrix in turn), handed out dynamically: on a machine shared with
   // other work a descheduled thread does not hold up the rest. Each output is computed by one thread in a
   // fixed order: the same bits for any thread count.

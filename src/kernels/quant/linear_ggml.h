@@ -8,9 +8,11 @@
 //   term is dmin * sum_j m_j * (sum of sub-block j's int8s): one 8-lane madd per super-block instead of 256
 //   products. Q4_0's and Q6_K's offsets (-8, -32) are vpmaddubsw(offset, x), formed once per activation row.
 // Integer dot products: AVX2 (vpmaddubsw + vpmaddwd, as ggml's AVX2 paths), and where cpuid reports
-// AVX512_VNNI (+VL, BW) the same tiles with the multiply-adds fused: vpdpbusd for Q8_0 / Q4_0, vpmaddubsw +
-// vpdpwssd for Q4_K / Q6_K (the scales multiply int16 pair sums; vpdpbusd would need a 32-bit multiply per
-// sub-block after it). Both give the same integers, so the same bits, and both agree bit for bit with
+// AVX512_VNNI (+VL, BW) or AVX-VNNI the same tiles with the multiply-adds fused: vpdpbusd for Q8_0 / Q4_0,
+// vpmaddubsw + vpdpwssd for Q4_K / Q6_K (the scales multiply int16 pair sums; vpdpbusd would need a 32-bit
+// multiply per sub-block after it). Kernel sets, best first: AVX512_VNNI, AVX_VNNI, AVX2;
+// DLLM_GGML_KERNEL=avx2|avx_vnni|avx512_vnni forces one.
+// All give the same integers, so the same bits, and all agree bit for bit with
 // forward_reference (scalar, same order of float operations). A tile of up to 4 activation rows runs against
 // 1-4 weight rows, so a weight block loaded once serves every row of the tile; rows of W are handed out to
 // OpenMP threads in dynamic chunks. Per call: the quantised activations go to a thread-local scratch that
@@ -38,7 +40,7 @@ namespace dllm::quant {
 
 class LinearGgml {
  public:
-  enum class Kernel { kAuto, kAvx2, kAvx512Vnni };
+  enum class Kernel { kAuto, kAvx2, kAvxVnni, kAvx512Vnni };
 
   LinearGgml() = default;
   // A view of rows x cols weights in GGUF blocks at `data` (any alignment); nothing is copied. `owner` (may
@@ -74,9 +76,11 @@ class LinearGgml {
   // The bytes of blocks a forward reads: rows * row_bytes (0.5625 a weight for Q4_K, 1.0625 for Q8_0).
   size_t weight_bytes() const { return static_cast<size_t>(rows_) * row_bytes_; }
 
-  static bool supported(Kernel kernel);  // kAuto and kAvx2: always; kAvx512Vnni: cpuid
+  static bool supported(Kernel kernel);  // kAuto and kAvx2: always; kAvxVnni, kAvx512Vnni: cpuid
   static Kernel best_kernel();           // what kAuto runs here
   static const char* kernel_name(Kernel kernel);
+  // The cpuid features `kernel` needs (for messages: why a set cannot run here).
+  static const char* kernel_requirement(Kernel kernel);
 
  private:
   // count (1 or 2) matrices of one type and in_features against the same x, quantised once.

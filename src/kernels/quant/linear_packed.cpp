@@ -222,150 +222,30 @@ void tile_q4k(const TileArgs& a) {
 #pragma GCC pop_options
 #endif
 
-// ---- AVX2: RM activation rows x 1 panel (two ymm halves of 8 weight rows). 16 ymm registers hold RM = 2
-// without spilling.
+// ---- 256-bit tiles: AVX2, and the same with AVX-VNNI's fused multiply-adds (CPUs with AVX-VNNI and no
+// AVX-512). The AVX-VNNI copy is compiled for that extension only in its region, internal linkage, as above.
 namespace avx2 {
-
-template <int RM, int RP, bool kQ4>
-void tile(const TileArgs& a) {
-  static_assert(RP == 1, "the AVX2 tiles run one panel");
-  __m256 acc[RM][2];
-  for (int r = 0; r < RM; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
-  const __m256i ones = _mm256_set1_epi16(1);
-  const __m256i low4 = _mm256_set1_epi8(0x0F);
-  constexpr size_t kQBytes = kQ4 ? 256 : 512;
-  for (int64_t b = 0; b < a.nb; ++b) {
-    const int8_t* xb = a.xq + b * kQK8_0;
-    const uint8_t* qb = a.quants + b * kQBytes;
-    __m256i dot[RM][2];
-    if constexpr (kQ4) {
-      // q (0..15) * x pair sums are within 2 * 15 * 127 = 3810, so the 8 of a block add up in int16 (30480).
-      __m256i s16[RM][2];
-      for (int r = 0; r < RM; ++r) s16[r][0] = s16[r][1] = _mm256_setzero_si256();
-      for (int g = 0; g < 4; ++g) {
-        __m256i lo[2], hi[2];
-        for (int h = 0; h < 2; ++h) {
-          const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(qb + 64 * g + 32 * h));
-          lo[h] = _mm256_and_si256(v, low4);
-          hi[h] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
-        }
-        for (int r = 0; r < RM; ++r) {
-          const __m256i xl = _mm256_set1_epi32(load_i32(xb + r * a.k + 4 * g));
-          const __m256i xh = _mm256_set1_epi32(load_i32(xb + r * a.k + 16 + 4 * g));
-          for (int h = 0; h < 2; ++h)
-            s16[r][h] = _mm256_add_epi16(s16[r][h], _mm256_add_epi16(_mm256_maddubs_epi16(lo[h], xl),
-                                                                     _mm256_maddubs_epi16(hi[h], xh)));
-        }
-      }
-      for (int r = 0; r < RM; ++r) {
-        const __m256i init = _mm256_set1_epi32(-8 * a.xs[r * a.nb + b]);
-        for (int h = 0; h < 2; ++h) dot[r][h] = _mm256_add_epi32(init, _mm256_madd_epi16(s16[r][h], ones));
-      }
-    } else {
-      for (int r = 0; r < RM; ++r) dot[r][0] = dot[r][1] = _mm256_setzero_si256();
-      for (int g = 0; g < 8; ++g) {
-        __m256i w[2], aw[2];
-        for (int h = 0; h < 2; ++h) {
-          w[h] = _mm256_load_si256(reinterpret_cast<const __m256i*>(qb + 64 * g + 32 * h));
-          aw[h] = _mm256_sign_epi8(w[h], w[h]);  // |w|, 0..128 as unsigned bytes
-        }
-        for (int r = 0; r < RM; ++r) {
-          const __m256i x4 = _mm256_set1_epi32(load_i32(xb + r * a.k + 4 * g));
-          // |w| * sign(x, w) = w * x; pair sums stay within 2 * 128 * 127 (no saturation; |x| <= 127).
-          for (int h = 0; h < 2; ++h)
-            dot[r][h] = _mm256_add_epi32(
-                dot[r][h], _mm256_madd_epi16(_mm256_maddubs_epi16(aw[h], _mm256_sign_epi8(x4, w[h])), ones));
-        }
-      }
-    }
-    for (int h = 0; h < 2; ++h) {
-      const __m256 dw =
-          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a.meta + b * 32 + 16 * h)));
-      for (int r = 0; r < RM; ++r)
-        acc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[r][h]),
-                                    _mm256_mul_ps(dw, _mm256_set1_ps(a.xd[r * a.nb + b])), acc[r][h]);
-    }
-  }
-  for (int r = 0; r < RM; ++r)
-    for (int h = 0; h < 2; ++h) {
-      float* out = a.y + r * a.ldy + 8 * h;
-      _mm256_storeu_ps(out, a.accumulate ? _mm256_add_ps(_mm256_loadu_ps(out), acc[r][h]) : acc[r][h]);
-    }
-}
-
-// Q4_K x Q8_K on AVX2: nibble x int8 pair sums (<= 3810) add up over a sub-block's 8 groups in int16
-// (30480), and vpmaddwd against (scale, scale) pairs gives scale * dot in int32 directly.
-template <int RM, int RP>
-void tile_q4k(const TileArgs& a) {
-  static_assert(RP == 1, "the AVX2 tiles run one panel");
-  __m256 acc[RM][2];
-  for (int r = 0; r < RM; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
-  const __m256i low4 = _mm256_set1_epi8(0x0F);
-  const __m256i pair16 = _mm256_set1_epi32(0x00010001);
-  for (int64_t sb = 0; sb < a.nb; ++sb) {
-    const int8_t* xb = a.xq + sb * kQK_K;
-    const uint8_t* meta = a.meta + sb * kQ4kMetaBytes;
-    __m256i sumi[RM][2];
-    for (int r = 0; r < RM; ++r) sumi[r][0] = sumi[r][1] = _mm256_setzero_si256();
-    for (int jp = 0; jp < 4; ++jp) {
-      const uint8_t* qb = a.quants + sb * 2048 + jp * 512;
-      for (int h = 0; h < 2; ++h) {
-        __m256i sl[RM], sh[RM];
-        for (int r = 0; r < RM; ++r) sl[r] = sh[r] = _mm256_setzero_si256();
-        for (int g = 0; g < 8; ++g) {
-          const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(qb + 64 * g + 32 * h));
-          const __m256i lo = _mm256_and_si256(v, low4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
-          for (int r = 0; r < RM; ++r) {
-            const __m256i xl = _mm256_set1_epi32(load_i32(xb + r * a.k + 64 * jp + 4 * g));
-            const __m256i xh = _mm256_set1_epi32(load_i32(xb + r * a.k + 64 * jp + 32 + 4 * g));
-            sl[r] = _mm256_add_epi16(sl[r], _mm256_maddubs_epi16(lo, xl));
-            sh[r] = _mm256_add_epi16(sh[r], _mm256_maddubs_epi16(hi, xh));
-          }
-        }
-        const uint8_t* sc = meta + kQ4kScales + 2 * jp * kRows + 8 * h;
-        const __m256i scl = _mm256_mullo_epi32(
-            _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc))), pair16);
-        const __m256i sch = _mm256_mullo_epi32(
-            _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc + kRows))), pair16);
-        for (int r = 0; r < RM; ++r)
-          sumi[r][h] = _mm256_add_epi32(
-              sumi[r][h], _mm256_add_epi32(_mm256_madd_epi16(sl[r], scl), _mm256_madd_epi16(sh[r], sch)));
-      }
-    }
-    for (int h = 0; h < 2; ++h) {
-      __m256i mins[4];
-      for (int i = 0; i < 4; ++i) {
-        const uint8_t* mp = meta + kQ4kMins + 2 * i * kRows + 8 * h;
-        mins[i] = _mm256_or_si256(
-            _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(mp))),
-            _mm256_slli_epi32(
-                _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(mp + kRows))), 16));
-      }
-      const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(meta + 16 * h)));
-      const __m256 dmin =
-          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(meta + kQ4kDmin + 16 * h)));
-      for (int r = 0; r < RM; ++r) {
-        const int16_t* xs = a.xs16 + (r * a.nb + sb) * 8;
-        __m256i summ = _mm256_setzero_si256();
-        for (int i = 0; i < 4; ++i) {
-          int32_t pair;
-          std::memcpy(&pair, xs + 2 * i, 4);
-          summ = _mm256_add_epi32(summ, _mm256_madd_epi16(mins[i], _mm256_set1_epi32(pair)));
-        }
-        const __m256 dx = _mm256_set1_ps(a.xd[r * a.nb + sb]);
-        acc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[r][h]), _mm256_mul_ps(d, dx), acc[r][h]);
-        acc[r][h] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(summ), _mm256_mul_ps(dmin, dx), acc[r][h]);
-      }
-    }
-  }
-  for (int r = 0; r < RM; ++r)
-    for (int h = 0; h < 2; ++h) {
-      float* out = a.y + r * a.ldy + 8 * h;
-      _mm256_storeu_ps(out, a.accumulate ? _mm256_add_ps(_mm256_loadu_ps(out), acc[r][h]) : acc[r][h]);
-    }
-}
-
+#define DLLM_PACKED_VNNI 0
+#include "kernels/quant/linear_packed_tiles_256.inc"
+#undef DLLM_PACKED_VNNI
 }  // namespace avx2
+
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c,avxvnni"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c,avxvnni")
+#endif
+namespace avx_vnni {
+#define DLLM_PACKED_VNNI 1
+#include "kernels/quant/linear_packed_tiles_256.inc"
+#undef DLLM_PACKED_VNNI
+}  // namespace avx_vnni
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
 
 using TileFn = void (*)(const TileArgs&);
 
@@ -396,6 +276,12 @@ constexpr TileSet kVnniQ4kTiles = {4,
 constexpr TileSet kVnniQ4kStreamTiles = {
     2, 2, {{vnni::tile_q4k<1, 1>, vnni::tile_q4k<1, 2>}, {vnni::tile_q4k<2, 1>, vnni::tile_q4k<2, 2>}}};
 constexpr TileSet kAvx2Q4kTiles = {2, 1, {{avx2::tile_q4k<1, 1>, nullptr}, {avx2::tile_q4k<2, 1>, nullptr}}};
+// AVX-VNNI: AVX2's register file, so AVX2's shapes.
+template <bool kQ4>
+constexpr TileSet kAvxVnniTiles = {
+    2, 1, {{avx_vnni::tile<1, 1, kQ4>, nullptr}, {avx_vnni::tile<2, 1, kQ4>, nullptr}}};
+constexpr TileSet kAvxVnniQ4kTiles = {
+    2, 1, {{avx_vnni::tile_q4k<1, 1>, nullptr}, {avx_vnni::tile_q4k<2, 1>, nullptr}}};
 
 // Grows only: once warm, a forward allocates nothing.
 struct Scratch {
@@ -470,7 +356,7 @@ LinearPacked LinearPacked::pack(GgmlType type, const void* blocks, int64_t rows,
   l.meta_ = aligned_array<uint8_t>(static_cast<size_t>(panels * nb) * mbytes);
   const auto* src = static_cast<const uint8_t*>(blocks);
   const size_t block_bytes = ggml_row_bytes(type, l.block_elements());
-  const uint8_t bias = type == GgmlType::kQ8_0 && kernel == Kernel::kAvx512Vnni ? 0x80 : 0;  // w + 128
+  const uint8_t bias = type == GgmlType::kQ8_0 && kernel != Kernel::kAvx2 ? 0x80 : 0;  // w + 128 for VNNI
 #pragma omp parallel for schedule(static)
   for (int64_t p = 0; p < panels; ++p)
     for (int64_t b = 0; b < nb; ++b) {
@@ -523,7 +409,7 @@ void LinearPacked::block_ints(int64_t row, int64_t b, int32_t* out) const {
     return;
   }
   const bool q4 = type_ == GgmlType::kQ4_0;
-  const uint8_t bias = !q4 && kernel_ == Kernel::kAvx512Vnni ? 0x80 : 0;
+  const uint8_t bias = !q4 && kernel_ != Kernel::kAvx2 ? 0x80 : 0;
   for (int g = 0; g < (q4 ? 4 : 8); ++g)
     for (int i = 0; i < 4; ++i) {
       const uint8_t byte = q[(g * kRows + r) * 4 + i];
@@ -569,10 +455,17 @@ void LinearPacked::forward(const float* x, int64_t rows, float* y, bool accumula
   float* xd = grow(s.d, rows * nb);
   int32_t* xs = q4k ? nullptr : grow(s.s, rows * nb);
   int16_t* xs16 = q4k ? grow(s.s16, rows * nb * 8) : nullptr;
-  const bool vnni = kernel_ == Kernel::kAvx512Vnni;
-  const TileSet& tiles = q4k ? (vnni ? (rows <= 2 ? kVnniQ4kStreamTiles : kVnniQ4kTiles) : kAvx2Q4kTiles)
-                         : type_ == GgmlType::kQ4_0 ? (vnni ? kVnniTiles<true> : kAvx2Tiles<true>)
-                                                    : (vnni ? kVnniTiles<false> : kAvx2Tiles<false>);
+  const bool q4_0 = type_ == GgmlType::kQ4_0;
+  const TileSet& tiles = kernel_ == Kernel::kAvx512Vnni
+                             ? (q4k    ? (rows <= 2 ? kVnniQ4kStreamTiles : kVnniQ4kTiles)
+                                : q4_0 ? kVnniTiles<true>
+                                       : kVnniTiles<false>)
+                         : kernel_ == Kernel::kAvxVnni ? (q4k    ? kAvxVnniQ4kTiles
+                                                          : q4_0 ? kAvxVnniTiles<true>
+                                                                 : kAvxVnniTiles<false>)
+                                                       : (q4k    ? kAvx2Q4kTiles
+                                                          : q4_0 ? kAvx2Tiles<true>
+                                                                 : kAvx2Tiles<false>);
   const size_t qstride = static_cast<size_t>(nb) * quant_bytes_per_block();
   const size_t mstride = static_cast<size_t>(nb) * meta_bytes_per_block();
   // A work item is a run of panels against every activation row, tile after tile: the panels' weights stay

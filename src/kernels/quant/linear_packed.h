@@ -7,9 +7,9 @@
 // Per panel p (weight rows 16p .. 16p+15) and block b (elements 32b .. 32b+31) the panel stores
 //   scales: 16 f16, the rows' block scales (as the file has them);
 //   quants, Q8_0: 8 groups of 4 elements x 16 rows x 4 bytes: byte (g * 16 + r) * 4 + i is element 4g + i of
-//     row r. For the AVX512_VNNI kernel the bytes are w + 128 (unsigned; vpdpbusd multiplies unsigned by
-//     signed bytes and the activations stay signed), for AVX2 w itself (vpmaddubsw would saturate on w +
-//     128);
+//     row r. For the VNNI kernels (AVX512_VNNI, AVX-VNNI) the bytes are w + 128 (unsigned; vpdpbusd
+//     multiplies unsigned by signed bytes and the activations stay signed), for AVX2 w itself (vpmaddubsw
+//     would saturate on w + 128);
 //   quants, Q4_0: 4 groups x 16 rows x 4 bytes, the file's own bytes re-ordered: byte (g * 16 + r) * 4 + i is
 //     the file's qs[4g + i] of row r, whose low nibble is element 4g + i and high nibble element 16 + 4g + i.
 //   Q4_K, per super-block of 256: quants as 4 pairs of sub-blocks x 8 groups x 16 rows x 4 bytes, byte
@@ -73,6 +73,7 @@ class LinearPacked {
   static bool supported(Kernel kernel) { return LinearGgml::supported(kernel); }
   static Kernel best_kernel() { return LinearGgml::best_kernel(); }  // what kAuto packs for here
   static const char* kernel_name(Kernel kernel) { return LinearGgml::kernel_name(kernel); }
+  static const char* kernel_requirement(Kernel kernel) { return LinearGgml::kernel_requirement(kernel); }
 
  private:
   size_t quant_bytes_per_block() const;
