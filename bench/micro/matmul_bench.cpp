@@ -263,6 +263,19 @@ BENCHMARK_CAPTURE(BM_Packed, q4_0_avx_vnni, dllm::GgmlType::kQ4_0, PackedKernelI
 BENCHMARK_CAPTURE(BM_Packed, q4_k_avx_vnni, dllm::GgmlType::kQ4_K, PackedKernelId::kAvxVnni)
     ->Name("target/packed_q4_k_avx_vnni")
     ->Apply(target_shapes);
+// AVX512_VNNI and AMX_INT8 (16 activation rows per tile multiply; the rest of the rows on AVX512_VNNI).
+BENCHMARK_CAPTURE(BM_Packed, q8_0_avx512_vnni, dllm::GgmlType::kQ8_0, PackedKernelId::kAvx512Vnni)
+    ->Name("target/packed_q8_0_avx512_vnni")
+    ->Apply(target_shapes);
+BENCHMARK_CAPTURE(BM_Packed, q4_0_avx512_vnni, dllm::GgmlType::kQ4_0, PackedKernelId::kAvx512Vnni)
+    ->Name("target/packed_q4_0_avx512_vnni")
+    ->Apply(target_shapes);
+BENCHMARK_CAPTURE(BM_Packed, q8_0_amx, dllm::GgmlType::kQ8_0, PackedKernelId::kAmx)
+    ->Name("target/packed_q8_0_amx")
+    ->Apply(target_shapes);
+BENCHMARK_CAPTURE(BM_Packed, q4_0_amx, dllm::GgmlType::kQ4_0, PackedKernelId::kAmx)
+    ->Name("target/packed_q4_0_amx")
+    ->Apply(target_shapes);
 BENCHMARK_CAPTURE(BM_MoeGgml, q4_k_avx2, dllm::GgmlType::kQ4_K, Kernel::kAvx2)
     ->Name("target/ggml_q4_k_avx2")
     ->Apply(target_shapes);

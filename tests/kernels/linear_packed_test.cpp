@@ -1,8 +1,8 @@
 // quant::LinearPacked: Q8_0 / Q4_0 / Q4_K weights repacked into panels of 16 rows. Each kernel (AVX2,
-// AVX512_VNNI) against the scalar reference bit for bit; the packing itself against the file's blocks
-// (dequantize_row = quant::dequantize of the original rows, so a mis-placed byte cannot hide behind a
-// reference that reads the same panels); the products against LinearGgml on the same blocks (the same integer
-// dots, summed in another order); thread counts; MatMul running it.
+// AVX-VNNI, AVX512_VNNI, AMX_INT8) against the scalar reference bit for bit; the packing itself against the
+// file's blocks (dequantize_row = quant::dequantize of the original rows, so a mis-placed byte cannot hide
+// behind a reference that reads the same panels); the products against LinearGgml on the same blocks (the
+// same integer dots, summed in another order); thread counts; MatMul running it.
 #include "kernels/quant/linear_packed.h"
 
 #include <gtest/gtest.h>
@@ -71,7 +71,7 @@ TEST_P(LinearPackedKernel, BitIdenticalToScalarReference) {
     const auto blocks = file_blocks(type, N, K, 11 + static_cast<uint32_t>(N));
     const auto l = LinearPacked::pack(type, blocks.data(), N, K, kernel);
     ASSERT_EQ(l.kernel(), kernel);
-    for (int64_t M : {1, 2, 3, 4, 5, 7, 8, 33}) {
+    for (int64_t M : {1, 2, 3, 4, 5, 7, 8, 33}) {  // 33: two AMX tiles of 16 rows and one row beside
       auto x = randn(M * K, 100 + static_cast<uint32_t>(M), 1.0f);
       const int64_t zero = type == GgmlType::kQ4_K ? 256 : 32;  // one whole activation block
       std::fill_n(x.begin(), zero, 0.0f);
@@ -147,7 +147,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{GgmlType::kQ4_K, Kernel::kAvx2}, Case{GgmlType::kQ8_0, Kernel::kAvx512Vnni},
                       Case{GgmlType::kQ4_0, Kernel::kAvx512Vnni}, Case{GgmlType::kQ4_K, Kernel::kAvx512Vnni},
                       Case{GgmlType::kQ8_0, Kernel::kAvxVnni}, Case{GgmlType::kQ4_0, Kernel::kAvxVnni},
-                      Case{GgmlType::kQ4_K, Kernel::kAvxVnni}),
+                      Case{GgmlType::kQ4_K, Kernel::kAvxVnni}, Case{GgmlType::kQ8_0, Kernel::kAmx},
+                      Case{GgmlType::kQ4_0, Kernel::kAmx}, Case{GgmlType::kQ4_K, Kernel::kAmx}),
     name);
 
 TEST(LinearPacked, RejectsWhatItCannotPack) {

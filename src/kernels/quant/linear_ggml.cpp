@@ -3,6 +3,8 @@
 #include <cpuid.h>
 #include <immintrin.h>
 #include <omp.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -154,7 +156,19 @@ bool cpu_has_avx_vnni() {
   return (eax >> 4) & 1u;
 }
 
-// The fastest set this CPU runs, or the one DLLM_GGML_KERNEL names (avx2, avx_vnni, avx512_vnni): for
+// AMX-TILE and AMX-INT8 (cpuid leaf 7, EDX bits 24 and 25), and Linux's leave to use the 8 KiB of tile
+// data: a process must ask for it once (arch_prctl ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) before any
+// thread touches a tile; the leave is the whole process's, threads started later included. A kernel that
+// refuses it (older than 5.16, or a VM that hides it) makes AMX unusable here.
+bool amx_int8_usable() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
+  if (!((edx >> 24) & 1u) || !((edx >> 25) & 1u)) return false;
+  constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+}
+
+// The fastest set this CPU runs, or the one DLLM_GGML_KERNEL names (avx2, avx_vnni, avx512_vnni, amx): for
 // measuring one set against another on the same machine. A name this CPU cannot run, or an unknown name,
 // is an error rather than a silent fallback.
 LinearGgml::Kernel detect_best() {
@@ -164,14 +178,16 @@ LinearGgml::Kernel detect_best() {
     const K k = name == "avx2"          ? K::kAvx2
                 : name == "avx_vnni"    ? K::kAvxVnni
                 : name == "avx512_vnni" ? K::kAvx512Vnni
+                : name == "amx"         ? K::kAmx
                                         : K::kAuto;
     if (k == K::kAuto)
-      fail("DLLM_GGML_KERNEL=", name, ": unknown kernel set (avx2, avx_vnni or avx512_vnni)");
+      fail("DLLM_GGML_KERNEL=", name, ": unknown kernel set (avx2, avx_vnni, avx512_vnni or amx)");
     if (!LinearGgml::supported(k))
       fail("DLLM_GGML_KERNEL=", name, ": this CPU cannot run the ", LinearGgml::kernel_name(k),
            " kernels (they need ", LinearGgml::kernel_requirement(k), ")");
     return k;
   }
+  if (LinearGgml::supported(K::kAmx)) return K::kAmx;
   if (LinearGgml::supported(K::kAvx512Vnni)) return K::kAvx512Vnni;
   if (LinearGgml::supported(K::kAvxVnni)) return K::kAvxVnni;
   return K::kAvx2;
@@ -254,9 +270,12 @@ bool LinearGgml::supported(Kernel kernel) {
   static const bool avx512_vnni = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                                   __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
   static const bool avx_vnni = cpu_has_avx_vnni();
+  static const bool amx = avx512_vnni && __builtin_cpu_supports("avx512dq") && amx_int8_usable();
   switch (kernel) {
     case Kernel::kAvx512Vnni:
       return avx512_vnni;
+    case Kernel::kAmx:
+      return amx;
     case Kernel::kAvxVnni:
       return avx_vnni;
     default:
@@ -264,9 +283,13 @@ bool LinearGgml::supported(Kernel kernel) {
   }
 }
 
+LinearGgml::Kernel LinearGgml::selected_set() {
+  static const Kernel set = detect_best();
+  return set;
+}
+
 LinearGgml::Kernel LinearGgml::best_kernel() {
-  static const Kernel best = detect_best();
-  return best;
+  return selected_set() == Kernel::kAmx ? Kernel::kAvx512Vnni : selected_set();
 }
 
 const char* LinearGgml::kernel_name(Kernel kernel) {
@@ -279,6 +302,8 @@ const char* LinearGgml::kernel_name(Kernel kernel) {
       return "AVX_VNNI";
     case Kernel::kAvx512Vnni:
       return "AVX512_VNNI";
+    case Kernel::kAmx:
+      return "AMX_INT8";
   }
   return "?";
 }
@@ -289,6 +314,10 @@ const char* LinearGgml::kernel_requirement(Kernel kernel) {
       return "AVX-VNNI (cpuid leaf 7 sub-leaf 1, EAX bit 4)";
     case Kernel::kAvx512Vnni:
       return "AVX512F/BW/VL + AVX512_VNNI";
+    case Kernel::kAmx:
+      return "AMX-TILE + AMX-INT8 (cpuid leaf 7, EDX bits 24-25), AVX512_VNNI, and Linux >= 5.16 granting "
+             "the "
+             "tile data (arch_prctl ARCH_REQ_XCOMP_PERM)";
     default:
       return "AVX2 + FMA + F16C";
   }
@@ -337,7 +366,10 @@ void LinearGgml::forward_many(Kernel kernel, const LinearGgml* const* ws, float*
                                          {avx2::q4_0_rows, avx_vnni::q4_0_rows, vnni::q4_0_rows},
                                          {avx2::q4_k_rows, avx_vnni::q4_k_rows, vnni::q4_k_rows},
                                          {avx2::q6_k_rows, avx_vnni::q6_k_rows, vnni::q6_k_rows}};
-  const int set = kernel == Kernel::kAvx512Vnni ? 2 : kernel == Kernel::kAvxVnni ? 1 : 0;
+  // AMX has no in-place tiles: the AVX512_VNNI ones run under it.
+  const int set = kernel == Kernel::kAvx512Vnni || kernel == Kernel::kAmx ? 2
+                  : kernel == Kernel::kAvxVnni                            ? 1
+                                                                          : 0;
   const RowsFn run = kRows[q4 ? 2 : q6 ? 3 : q4_0 ? 1 : 0][set];
   // Work items of 16 weight rows (of each matrix in turn), handed out dynamically: on a machine shared with
   // other work a descheduled thread does not hold up the rest. Each output is computed by one thread in a

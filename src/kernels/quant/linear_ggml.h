@@ -10,8 +10,9 @@
 // Integer dot products: AVX2 (vpmaddubsw + vpmaddwd, as ggml's AVX2 paths), and where cpuid reports
 // AVX512_VNNI (+VL, BW) or AVX-VNNI the same tiles with the multiply-adds fused: vpdpbusd for Q8_0 / Q4_0,
 // vpmaddubsw + vpdpwssd for Q4_K / Q6_K (the scales multiply int16 pair sums; vpdpbusd would need a 32-bit
-// multiply per sub-block after it). Kernel sets, best first: AVX512_VNNI, AVX_VNNI, AVX2;
-// DLLM_GGML_KERNEL=avx2|avx_vnni|avx512_vnni forces one.
+// multiply per sub-block after it). Kernel sets, best first: AMX_INT8, AVX512_VNNI, AVX_VNNI, AVX2;
+// DLLM_GGML_KERNEL=avx2|avx_vnni|avx512_vnni|amx forces one. AMX_INT8 has tiles only in LinearPacked (16
+// activation rows at a time); the in-place kernels run AVX512_VNNI under it.
 // All give the same integers, so the same bits, and all agree bit for bit with
 // forward_reference (scalar, same order of float operations). A tile of up to 4 activation rows runs against
 // 1-4 weight rows, so a weight block loaded once serves every row of the tile; rows of W are handed out to
@@ -40,7 +41,7 @@ namespace dllm::quant {
 
 class LinearGgml {
  public:
-  enum class Kernel { kAuto, kAvx2, kAvxVnni, kAvx512Vnni };
+  enum class Kernel { kAuto, kAvx2, kAvxVnni, kAvx512Vnni, kAmx };
 
   LinearGgml() = default;
   // A view of rows x cols weights in GGUF blocks at `data` (any alignment); nothing is copied. `owner` (may
@@ -76,8 +77,10 @@ class LinearGgml {
   // The bytes of blocks a forward reads: rows * row_bytes (0.5625 a weight for Q4_K, 1.0625 for Q8_0).
   size_t weight_bytes() const { return static_cast<size_t>(rows_) * row_bytes_; }
 
-  static bool supported(Kernel kernel);  // kAuto and kAvx2: always; kAvxVnni, kAvx512Vnni: cpuid
-  static Kernel best_kernel();           // what kAuto runs here
+  static bool supported(Kernel kernel);  // kAuto and kAvx2: always; the others: cpuid (AMX: and the OS)
+  // The set DLLM_GGML_KERNEL names, or else the best this CPU runs (may be kAmx: LinearPacked's best).
+  static Kernel selected_set();
+  static Kernel best_kernel();  // what kAuto runs here in place: selected_set(), with AVX512_VNNI for AMX
   static const char* kernel_name(Kernel kernel);
   // The cpuid features `kernel` needs (for messages: why a set cannot run here).
   static const char* kernel_requirement(Kernel kernel);

@@ -222,6 +222,131 @@ void tile_q4k(const TileArgs& a) {
 #pragma GCC pop_options
 #endif
 
+// ---- AMX_INT8: 16 activation rows x 1 panel per tile call, one tile multiply per block. A is the 16 rows'
+// int8 block (16 x 32 bytes, straight from the quantised activations at a stride of K), B the panel's block
+// in the VNNI layout (8 x 64 bytes: byte 4n + i of row g is element 4g + i of weight row n, exactly the
+// layout vpdpbusd reads; Q4_0's nibbles are first spread to bytes, once per panel, into a scratch), and
+// tdpbsud (signed A, unsigned B) gives the 16 x 16 exact int32 dots of the block. Q8_0 blocks of 32 need
+// a float scale per block, so each block's tile goes through memory to AVX-512 for the offset, the int to
+// float conversion and the fma: the same operations, in the same order, as the VNNI tiles and the reference
+// (the same bits). Tile registers: tmm0-3 C (16 x 64 bytes), tmm4-5 A (16 x 32), tmm6-7 B (8 x 64).
+// The tile configuration is per thread and other code (oneDNN's AMX bf16 kernels) loads its own, so it is
+// loaded at the start of every work item and released at its end.
+#if defined(__clang__)
+#pragma clang attribute push(                                                                            \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,f16c,fma,amx-tile,amx-int8"))), \
+    apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,f16c,fma,amx-tile,amx-int8")
+#endif
+namespace amx {
+
+constexpr int kTileRows = 16;
+
+struct alignas(64) TileConfig {
+  uint8_t palette = 1, start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+void configure() {
+  TileConfig c;
+  for (int t = 0; t < 4; ++t) c.rows[t] = 16, c.colsb[t] = 64;  // C: 16 x 16 int32
+  for (int t = 4; t < 6; ++t) c.rows[t] = 16, c.colsb[t] = 32;  // A: 16 rows x 32 int8
+  for (int t = 6; t < 8; ++t) c.rows[t] = 8, c.colsb[t] = 64;   // B: 8 groups of 4 x 16 columns
+  // Not _tile_loadconfig: GCC 12's passes it to ldtilecfg as an 8-byte memory operand, so the stores to the
+  // rest of the 64 bytes may be dropped as dead (and tilezero then faults). This operand is the whole struct.
+  asm volatile("ldtilecfg %0" : : "m"(c));
+}
+void release() {
+  _tile_release();
+}
+
+// Q4_0: the panel's nb blocks of nibbles (4 x 64 bytes each) spread into B tiles (8 x 64 bytes each): rows
+// 0-3 the low nibbles (elements 0-15), rows 4-7 the high ones (16-31).
+void spread_nibbles(const uint8_t* q, int64_t nb, uint8_t* out) {
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  for (int64_t b = 0; b < nb; ++b)
+    for (int g = 0; g < 4; ++g) {
+      const __m512i v = _mm512_load_si512(q + b * 256 + 64 * g);
+      _mm512_storeu_si512(out + b * 512 + 64 * g, _mm512_and_si512(v, low4));
+      _mm512_storeu_si512(out + b * 512 + 256 + 64 * g, _mm512_and_si512(_mm512_srli_epi16(v, 4), low4));
+    }
+}
+
+// a.quants: the panel's B tiles, 512 bytes a block (Q8_0's own quants, or Q4_0's spread by spread_nibbles);
+// a.xq: the 16 rows' A tiles, 512 bytes a block (16 rows x 32 int8); a.xs the offsets (-128 or -8 times the
+// block's sum) and a.xd the scales, [block][16 rows]: each a broadcast straight from memory.
+// Blocks go four at a time into C tiles 0-3; the scaling of the previous four (stored to the other half of
+// `dots`) runs while they multiply, so the tile unit and the vector units work side by side.
+void tile(const TileArgs& a) {
+  alignas(64) int32_t dots[2][4][kTileRows * 16];
+  __m512 acc[kTileRows];
+  for (int r = 0; r < kTileRows; ++r) acc[r] = _mm512_setzero_ps();
+  // Inlined with its loop unrolled, so that acc stays in registers.
+  const auto scale = [&](int64_t b, const int32_t* cb) __attribute__((always_inline)) {
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.meta + b * 32)));
+#pragma GCC unroll 16
+    for (int r = 0; r < kTileRows; ++r) {
+      const __m512i dot =
+          _mm512_add_epi32(_mm512_load_si512(cb + 16 * r), _mm512_set1_epi32(a.xs[b * kTileRows + r]));
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot),
+                               _mm512_mul_ps(dw, _mm512_set1_ps(a.xd[b * kTileRows + r])), acc[r]);
+    }
+  };
+  const int8_t* x = a.xq;
+  const uint8_t* w = a.quants;
+  const int64_t whole = a.nb / 4 * 4;
+  int half = 0;
+  for (int64_t b = 0; b < whole; b += 4, half ^= 1) {
+    _tile_zero(0);
+    _tile_loadd(4, x + b * 512, kQK8_0);
+    _tile_loadd(6, w + b * 512, 64);
+    _tile_dpbsud(0, 4, 6);
+    _tile_zero(1);
+    _tile_loadd(5, x + (b + 1) * 512, kQK8_0);
+    _tile_loadd(7, w + (b + 1) * 512, 64);
+    _tile_dpbsud(1, 5, 7);
+    _tile_zero(2);
+    _tile_loadd(4, x + (b + 2) * 512, kQK8_0);
+    _tile_loadd(6, w + (b + 2) * 512, 64);
+    _tile_dpbsud(2, 4, 6);
+    _tile_zero(3);
+    _tile_loadd(5, x + (b + 3) * 512, kQK8_0);
+    _tile_loadd(7, w + (b + 3) * 512, 64);
+    _tile_dpbsud(3, 5, 7);
+    if (b > 0)
+      for (int j = 0; j < 4; ++j) scale(b - 4 + j, dots[half ^ 1][j]);
+    _tile_stored(0, dots[half][0], 64);
+    _tile_stored(1, dots[half][1], 64);
+    _tile_stored(2, dots[half][2], 64);
+    _tile_stored(3, dots[half][3], 64);
+  }
+  if (whole > 0)
+    for (int j = 0; j < 4; ++j) scale(whole - 4 + j, dots[half ^ 1][j]);
+  for (int64_t b = whole; b < a.nb; ++b) {  // the last nb % 4 blocks, one at a time
+    _tile_zero(0);
+    _tile_loadd(4, x + b * 512, kQK8_0);
+    _tile_loadd(6, w + b * 512, 64);
+    _tile_dpbsud(0, 4, 6);
+    _tile_stored(0, dots[0][0], 64);
+    scale(b, dots[0][0]);
+  }
+  for (int r = 0; r < kTileRows; ++r) {
+    float* out = a.y + r * a.ldy;
+    _mm512_storeu_ps(out, a.accumulate ? _mm512_add_ps(_mm512_loadu_ps(out), acc[r]) : acc[r]);
+  }
+}
+
+}  // namespace amx
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+
 // ---- 256-bit tiles: AVX2, and the same with AVX-VNNI's fused multiply-adds (CPUs with AVX-VNNI and no
 // AVX-512). The AVX-VNNI copy is compiled for that extension only in its region, internal linkage, as above.
 namespace avx2 {
@@ -289,6 +414,10 @@ struct Scratch {
   std::vector<float> d;
   std::vector<int32_t> s;
   std::vector<int16_t> s16;
+  std::vector<uint8_t> spread;     // AMX Q4_0: one panel's blocks as B tiles (each thread its own)
+  std::vector<int8_t> a_tiles;     // AMX: the activations as A tiles, [16-row group][block][16 rows][32]
+  std::vector<int32_t> a_offsets;  // AMX: offset times block sum, [16-row group][block][16 rows]
+  std::vector<float> a_scales;     // AMX: the blocks' scales, [16-row group][block][16 rows]
 };
 thread_local Scratch tls_scratch;
 
@@ -456,10 +585,12 @@ void LinearPacked::forward(const float* x, int64_t rows, float* y, bool accumula
   int32_t* xs = q4k ? nullptr : grow(s.s, rows * nb);
   int16_t* xs16 = q4k ? grow(s.s16, rows * nb * 8) : nullptr;
   const bool q4_0 = type_ == GgmlType::kQ4_0;
-  const TileSet& tiles = kernel_ == Kernel::kAvx512Vnni
-                             ? (q4k    ? (rows <= 2 ? kVnniQ4kStreamTiles : kVnniQ4kTiles)
-                                : q4_0 ? kVnniTiles<true>
-                                       : kVnniTiles<false>)
+  const bool vnni512 = kernel_ == Kernel::kAvx512Vnni || kernel_ == Kernel::kAmx;
+  // AMX: the first amx_rows rows (whole 16-row tiles) of Q8_0 / Q4_0; the rest, and Q4_K, on AVX512_VNNI.
+  const int64_t amx_rows = kernel_ == Kernel::kAmx && !q4k ? rows / amx::kTileRows * amx::kTileRows : 0;
+  const TileSet& tiles = vnni512 ? (q4k    ? (rows <= 2 ? kVnniQ4kStreamTiles : kVnniQ4kTiles)
+                                    : q4_0 ? kVnniTiles<true>
+                                           : kVnniTiles<false>)
                          : kernel_ == Kernel::kAvxVnni ? (q4k    ? kAvxVnniQ4kTiles
                                                           : q4_0 ? kAvxVnniTiles<true>
                                                                  : kAvxVnniTiles<false>)
@@ -487,11 +618,63 @@ void LinearPacked::forward(const float* x, int64_t rows, float* y, bool accumula
     quantize_row_q8_avx2(x + r * k, k, xq + r * k, xd + r * nb);
     block_sums(xq + r * k, nb, xs + r * nb);
   };
+  // AMX reads each 16 x 32 A tile from 512 contiguous bytes: rows K apart would all fall in one L1 set.
+  int8_t* xa = amx_rows > 0 ? grow(s.a_tiles, amx_rows * k) : nullptr;
+  int32_t* xoff = amx_rows > 0 ? grow(s.a_offsets, amx_rows * nb) : nullptr;
+  float* xscale = amx_rows > 0 ? grow(s.a_scales, amx_rows * nb) : nullptr;
+  const int32_t offset = q4_0 ? -8 : -128;
+  const auto gather_a_tiles = [&](int64_t group) {
+    for (int64_t b = 0; b < nb; ++b)
+      for (int r = 0; r < amx::kTileRows; ++r) {
+        const int64_t row = group * amx::kTileRows + r, at = (group * nb + b) * amx::kTileRows + r;
+        std::memcpy(xa + at * kQK8_0, xq + row * k + b * kQK8_0, kQK8_0);
+        xoff[at] = offset * xs[row * nb + b];
+        xscale[at] = xd[row * nb + b];
+      }
+  };
+  const auto run_amx = [&](int64_t begin, int64_t end) {
+    amx::configure();
+    for (int64_t p = begin; p < end; ++p) {
+      const uint8_t* b_tiles = quants_.get() + p * qstride;
+      if (q4_0) {
+        uint8_t* spread = grow(tls_scratch.spread, nb * 512);
+        amx::spread_nibbles(b_tiles, nb, spread);
+        b_tiles = spread;
+      }
+      // The next panel's quants into L2, a share before each row group: the first group's tile loads would
+      // otherwise wait on memory one at a time (tile registers are not renamed, so loads cannot run ahead).
+      const int64_t groups = amx_rows / amx::kTileRows;
+      const size_t share = (qstride + groups - 1) / groups;
+      for (int64_t m0 = 0; m0 < amx_rows; m0 += amx::kTileRows) {
+        if (p + 1 < end) {
+          const uint8_t* next = quants_.get() + (p + 1) * qstride + m0 / amx::kTileRows * share;
+          for (size_t off = 0; off < share && next + off < quants_.get() + (p + 2) * qstride; off += 64)
+            _mm_prefetch(reinterpret_cast<const char*>(next + off), _MM_HINT_T1);
+        }
+        const TileArgs a{b_tiles,
+                         meta_.get() + p * mstride,
+                         0,
+                         0,
+                         nb,
+                         k,
+                         xa + m0 * k,
+                         xscale + m0 * nb,
+                         xoff + m0 * nb,
+                         nullptr,
+                         y + m0 * rows_ + p * kRows,
+                         rows_,
+                         accumulate};
+        amx::tile(a);
+      }
+    }
+    amx::release();
+  };
   const auto run_item = [&](int64_t item) {
     const int64_t end = std::min(panels, (item + 1) * item_panels);
+    if (amx_rows > 0) run_amx(item * item_panels, end);
     for (int64_t p0 = item * item_panels; p0 < end; p0 += tiles.panels) {
       const int np = static_cast<int>(std::min<int64_t>(tiles.panels, end - p0));
-      for (int64_t m0 = 0; m0 < rows; m0 += tiles.rows) {
+      for (int64_t m0 = amx_rows; m0 < rows; m0 += tiles.rows) {
         const int nm = static_cast<int>(std::min<int64_t>(tiles.rows, rows - m0));
         const TileArgs a{quants_.get() + p0 * qstride,
                          meta_.get() + p0 * mstride,
@@ -513,6 +696,7 @@ void LinearPacked::forward(const float* x, int64_t rows, float* y, bool accumula
   // Inside a parallel region (experts, one per thread) the work stays on this thread without a nested region.
   if (omp_in_parallel() || static_cast<double>(rows) * static_cast<double>(rows_) * k < (1 << 18)) {
     for (int64_t r = 0; r < rows; ++r) quantize_row(r);
+    for (int64_t g = 0; g < amx_rows / amx::kTileRows; ++g) gather_a_tiles(g);
     for (int64_t item = 0; item < items; ++item) run_item(item);
     return;
   }
@@ -520,6 +704,8 @@ void LinearPacked::forward(const float* x, int64_t rows, float* y, bool accumula
   {
 #pragma omp for schedule(static)
     for (int64_t r = 0; r < rows; ++r) quantize_row(r);
+#pragma omp for schedule(static)
+    for (int64_t g = 0; g < amx_rows / amx::kTileRows; ++g) gather_a_tiles(g);
 #pragma omp for schedule(dynamic)
     for (int64_t item = 0; item < items; ++item) run_item(item);
   }

@@ -71,7 +71,7 @@ class LinearPacked {
   size_t weight_bytes() const;
 
   static bool supported(Kernel kernel) { return LinearGgml::supported(kernel); }
-  static Kernel best_kernel() { return LinearGgml::best_kernel(); }  // what kAuto packs for here
+  static Kernel best_kernel() { return LinearGgml::selected_set(); }  // what kAuto packs for here
   static const char* kernel_name(Kernel kernel) { return LinearGgml::kernel_name(kernel); }
   static const char* kernel_requirement(Kernel kernel) { return LinearGgml::kernel_requirement(kernel); }
 
