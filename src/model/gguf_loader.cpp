@@ -45,8 +45,8 @@ std::optional<DType> plain_dtype(GgmlType t) {
 // Takes tensors by name, checks their shape (given in PyTorch order) and remembers which were used.
 class TensorTaker {
  public:
-  TensorTaker(std::shared_ptr<GgufFile> file, WeightFormat weights, bool pack_experts)
-      : file_(std::move(file)), weights_(weights), pack_experts_(pack_experts) {}
+  TensorTaker(std::shared_ptr<GgufFile> file, WeightFormat weights, ExpertPacking experts)
+      : file_(std::move(file)), weights_(weights), pack_experts_(experts == ExpertPacking::kAtLoad) {}
 
   const GgufTensor& take(const std::string& name, std::vector<int64_t> shape) {
     const GgufTensor* t = file_->find_tensor(name);
@@ -453,7 +453,7 @@ std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
   m.precision = ct == ComputeType::kF32 ? Precision::kF32 : Precision::kBF16;
   m.precision_reason = precision.reason;
 
-  TensorTaker take(file, options.weights, options.pack_experts);
+  TensorTaker take(file, options.weights, options.experts);
   take.set_arch(arch);
   TransformerWeights w;
   const int64_t d = m.d_model;
@@ -492,6 +492,9 @@ std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
       }
     }
   }
+  if (options.weights == WeightFormat::kAuto && options.experts == ExpertPacking::kOnFirstUse)
+    for (LayerWeights& L : w.layers)
+      if (L.moe) pack_experts_on_first_use(*L.moe, [file](const void* p, size_t n) { file->release(p, n); });
   // Llama 3.1's rope_scaling as llama.cpp's converter stores it: pair j's frequency divided by rope_freqs[j].
   if (take.has("rope_freqs.weight")) {
     c.rope_freq_factors =

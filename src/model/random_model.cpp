@@ -151,7 +151,8 @@ RandomWeights parse_random_weights(const std::string& name) {
 }
 
 std::shared_ptr<Model> make_random_model(const ModelShape& shape, int64_t n_layers, Precision precision,
-                                         uint64_t seed, RandomWeights weights, bool pack_experts) {
+                                         uint64_t seed, RandomWeights weights, ExpertPacking experts) {
+  const bool pack_experts = experts == ExpertPacking::kAtLoad;
   const Family* family = find_family(shape.family);
   if (!family) fail("model shape '", shape.name, "': unknown family '", shape.family, "'");
   nlohmann::json config = nlohmann::json::parse(shape.config);
@@ -169,12 +170,12 @@ std::shared_ptr<Model> make_random_model(const ModelShape& shape, int64_t n_laye
                            : std::string("requested (--dtype ") + precision_name(precision) + ")";
   if (weights == RandomWeights::kQ8) m.precision_reason += "; matrices in 8 bits (LinearQ8)";
   if (weights == RandomWeights::kQ8_0)
-    m.precision_reason += "; matrices as Q8_0 blocks (packed in 16-row panels; experts in place)";
+    m.precision_reason += "; matrices as Q8_0 blocks (packed in 16-row panels)";
   if (weights == RandomWeights::kQ4_K)
-    m.precision_reason += "; matrices as Q4_K blocks (packed in 16-row panels; experts in place)";
+    m.precision_reason += "; matrices as Q4_K blocks (packed in 16-row panels)";
   if (weights == RandomWeights::kQ6_K) m.precision_reason += "; matrices as Q6_K blocks, multiplied in place";
   if (weights == RandomWeights::kQ4_0)
-    m.precision_reason += "; matrices as Q4_0 blocks (packed in 16-row panels; experts in place)";
+    m.precision_reason += "; matrices as Q4_0 blocks (packed in 16-row panels)";
 
   std::mt19937_64 rng(seed);
   TransformerWeights w;
@@ -242,6 +243,9 @@ std::shared_ptr<Model> make_random_model(const ModelShape& shape, int64_t n_laye
       }
     }
   }
+  if (experts == ExpertPacking::kOnFirstUse)  // the blocks are owned: nothing mapped to release
+    for (LayerWeights& L : w.layers)
+      if (L.moe) pack_experts_on_first_use(*L.moe);
   w.final_norm.assign(static_cast<size_t>(m.d_model), 1.0f);
   if (c.tied_head) {
     w.head = matrix(emb.data(), m.vocab_size, m.d_model, false);

@@ -33,9 +33,9 @@ RandomWeights parse_random_weights(const std::string& name);
 // Every tensor of the family's table: matrices, biases and expert biases uniform with std 0.02, norms 1,
 // weights held as `precision` (kAuto = bf16, the default of a real checkpoint of these sizes) or as `weights`
 // says. n_layers overrides the config's layer count when > 0.
-// pack_experts: experts packed into panels like the dense matrices (LoadOptions::pack_experts).
+// experts: how quantized experts are held, as LoadOptions::experts (ExpertPacking).
 std::shared_ptr<Model> make_random_model(const ModelShape& shape, int64_t n_layers, Precision precision,
                                          uint64_t seed, RandomWeights weights = RandomWeights::kPlain,
-                                         bool pack_experts = false);
+                                         ExpertPacking experts = ExpertPacking::kOnFirstUse);
 
 }  // namespace dllm

@@ -89,6 +89,42 @@ int64_t Transformer::packed_matrices() const {
   return n;
 }
 
+int64_t Transformer::packed_on_use_matrices() const {
+  int64_t n = 0;
+  for (const auto& layer : weights_.layers) {
+    if (!layer.moe || !layer.moe->packed_on_use) continue;
+    for (size_t e = 0; e < layer.moe->gate.size(); ++e) n += 3 * layer.moe->packed_on_use[e].packed;
+  }
+  return n;
+}
+
+void pack_experts_on_first_use(MoeWeights& moe, std::function<void(const void*, size_t)> release) {
+  moe.packed_on_use = std::make_unique<MoeWeights::PackedOnUse[]>(moe.gate.size());
+  moe.release = std::move(release);
+}
+
+namespace {
+
+// Expert e's three matrices packed into panels, when all three are in-place blocks that can be; their mapped
+// pages given back after.
+void pack_expert(const MoeWeights& w, size_t e, MoeWeights::PackedOnUse& out) {
+  const MatMul* parts[3] = {&w.gate[e], &w.up[e], &w.down[e]};
+  for (const MatMul* m : parts)
+    if (!m->is_ggml() ||
+        !quant::LinearPacked::can_pack(m->ggml()->type(), m->out_features(), m->in_features()))
+      return;
+  MatMul* packed[3] = {&out.gate, &out.up, &out.down};
+  for (int i = 0; i < 3; ++i) {
+    const quant::LinearGgml& blocks = *parts[i]->ggml();
+    *packed[i] =
+        quant::LinearPacked::pack(blocks.type(), blocks.data(), blocks.out_features(), blocks.in_features());
+    if (w.release && !blocks.owns_data()) w.release(blocks.data(), blocks.weight_bytes());
+  }
+  out.packed = true;
+}
+
+}  // namespace
+
 int64_t Transformer::ggml_matrices() const {
   int64_t n = 0;
   for_each_matrix(weights_, [&](const MatMul& m) { n += m.is_ggml(); });
@@ -372,9 +408,19 @@ void Transformer::mixture_of_experts(const MoeWeights& w, int64_t n, float* x) {
     if (by_expert[e].empty()) continue;
     active.push_back(e);
     const int64_t m = static_cast<int64_t>(by_expert[e].size()), width = w.gate[e].out_features();
+    // Packed here, before the parallel region: weight_bytes below are then the matrices that run. The
+    // packing is the mapped blocks' bytes re-ordered (a few ms an expert of LLaDA2-mini's size), once.
+    if (w.packed_on_use) {
+      auto& slot = w.packed_on_use[static_cast<size_t>(e)];
+      std::call_once(slot.once, [&] { pack_expert(w, static_cast<size_t>(e), slot); });
+    }
     moe_stats_.experts_run += 1;
-    moe_stats_.expert_bytes +=
-        static_cast<double>(w.gate[e].weight_bytes() + w.up[e].weight_bytes() + w.down[e].weight_bytes());
+    const auto* slot = w.packed_on_use ? &w.packed_on_use[static_cast<size_t>(e)] : nullptr;
+    moe_stats_.expert_bytes += slot && slot->packed
+                                   ? static_cast<double>(slot->gate.weight_bytes() + slot->up.weight_bytes() +
+                                                         slot->down.weight_bytes())
+                                   : static_cast<double>(w.gate[e].weight_bytes() + w.up[e].weight_bytes() +
+                                                         w.down[e].weight_bytes());
     moe_stats_.expert_flops += 2.0 * 3.0 * static_cast<double>(m * width * d);
   }
   // Longest first (most tokens), so that the last experts to start are the short ones and no thread idles
@@ -395,19 +441,22 @@ void Transformer::mixture_of_experts(const MoeWeights& w, int64_t n, float* x) {
         const int64_t e = run_order[a];
         const auto& tokens = by_expert[e];
         const int64_t m = static_cast<int64_t>(tokens.size()), width = w.gate[e].out_features();
+        const bool packed = w.packed_on_use && w.packed_on_use[static_cast<size_t>(e)].packed;
+        const MatMul& gate = packed ? w.packed_on_use[static_cast<size_t>(e)].gate : w.gate[e];
+        const MatMul& up = packed ? w.packed_on_use[static_cast<size_t>(e)].up : w.up[e];
+        const MatMul& down = packed ? w.packed_on_use[static_cast<size_t>(e)].down : w.down[e];
         in.resize(static_cast<size_t>(m * d));
         g.resize(static_cast<size_t>(m * width));
         u.resize(g.size());
         for (int64_t i = 0; i < m; ++i) std::copy_n(h_.data() + tokens[i].first * d, d, in.data() + i * d);
-        if (w.gate[e].is_ggml() && w.up[e].is_ggml()) {  // in quantised once for both
-          quant::LinearGgml::forward_shared_input(*w.gate[e].ggml(), g.data(), *w.up[e].ggml(), u.data(),
-                                                  in.data(), m);
+        if (gate.is_ggml() && up.is_ggml()) {  // in quantised once for both
+          quant::LinearGgml::forward_shared_input(*gate.ggml(), g.data(), *up.ggml(), u.data(), in.data(), m);
         } else {
-          w.gate[e].forward(in.data(), m, g.data());
-          w.up[e].forward(in.data(), m, u.data());
+          gate.forward(in.data(), m, g.data());
+          up.forward(in.data(), m, u.data());
         }
         silu_mul(g.data(), u.data(), m * width, g.data());
-        w.down[e].forward(g.data(), m, expert_rows_.data() + first_row[e] * d);
+        down.forward(g.data(), m, expert_rows_.data() + first_row[e] * d);
       }
     }
   }

@@ -8,6 +8,7 @@
 // (model/family.h, model/families/) maps its config.json and tensor names onto this.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -56,7 +57,22 @@ struct MoeWeights {
   std::vector<MatMul> down;        // per expert (d, expert_ffn)
   MatMul shared_gate, shared_up;   // (shared * expert_ffn, d); absent when no shared expert
   MatMul shared_down;              // (d, shared * expert_ffn)
+
+  // ExpertPacking::kOnFirstUse: expert e's gate / up / down are packed into 16-row panels
+  // (quant::LinearPacked) from its in-place blocks the first time a token is routed to it, once
+  // (std::call_once: the experts of a layer run on several threads), and then used instead of them; `release`
+  // (may be empty) gives the mapped pages of the blocks back. Null: the experts run as loaded.
+  struct PackedOnUse {
+    std::once_flag once;
+    bool packed = false;  // false: the expert cannot be packed (shape, type) and runs in place
+    MatMul gate, up, down;
+  };
+  std::unique_ptr<PackedOnUse[]> packed_on_use;
+  std::function<void(const void*, size_t)> release;
 };
+
+// Sets `moe` up to pack its experts on first use (see MoeWeights::PackedOnUse).
+void pack_experts_on_first_use(MoeWeights& moe, std::function<void(const void*, size_t)> release = {});
 
 struct LayerWeights {
   std::vector<float> attn_norm, ffn_norm;  // (d_model)
@@ -99,6 +115,8 @@ class Transformer final : public Model {
   int64_t q8_matrices() const;
   // Matrices of GGUF Q8_0 / Q4_0 blocks repacked into 16-row panels (quant::LinearPacked).
   int64_t packed_matrices() const;
+  // Experts packed so far on their first use (MoeWeights::PackedOnUse), counted as matrices (3 an expert).
+  int64_t packed_on_use_matrices() const;
   // Matrices multiplied in place from GGUF blocks (quant::LinearGgml), and the block type of the first
   // matrix held as GGUF blocks, in place or packed ("Q4_K", ...).
   int64_t ggml_matrices() const;

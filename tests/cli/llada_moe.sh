@@ -47,4 +47,14 @@ if err=$("$bin" generate -q -m "$ar/models/llada_moe_tiny" --prompt-ids $prompt 
   echo "FAIL: a canvas of 60 positions in blocks of 8 was accepted"; exit 1
 fi
 grep -q "multiple of block_length 8" <<<"$err" || { echo "FAIL: $err"; exit 1; }
+# --experts: an unknown value is an error, never a silent default; `load` needs --weights auto.
+if err=$("$bin" generate -q -m "$ar/gguf/llada_moe_tiny_f32.gguf" --prompt-ids $prompt --experts lazy 2>&1); then
+  echo "FAIL: --experts lazy was accepted"; exit 1
+fi
+grep -q "'lazy' is not one of first-use, load, in-place" <<<"$err" || { echo "FAIL: $err"; exit 1; }
+if err=$("$bin" generate -q -m "$ar/gguf/llada_moe_tiny_f32.gguf" --prompt-ids $prompt --experts load \
+  --weights f32 2>&1); then
+  echo "FAIL: --experts load --weights f32 was accepted"; exit 1
+fi
+grep -q "needs --weights auto" <<<"$err" || { echo "FAIL: $err"; exit 1; }
 echo "ok: $n golden runs"

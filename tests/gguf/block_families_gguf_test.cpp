@@ -25,11 +25,11 @@ namespace {
 const char* const kModels[] = {"llada2_tiny_f32", "sdar_tiny_f32", "sdar_moe_tiny_f32"};
 
 std::shared_ptr<Model> load(const std::string& path, WeightFormat weights = WeightFormat::kAuto,
-                            bool pack_experts = false) {
+                            ExpertPacking experts = ExpertPacking::kInPlace) {
   LoadOptions o;
   o.precision = Precision::kF32;
   o.weights = weights;
-  o.pack_experts = pack_experts;
+  o.experts = experts;
   auto m = Model::load(path, o);
   EXPECT_TRUE(m.ok()) << (m.ok() ? "" : m.error());
   return m.ok() ? m.value() : nullptr;
@@ -334,7 +334,7 @@ TEST(BlockFamiliesGguf, PackedExpertsMatchInPlaceExperts) {
   for (const std::string name : {"llada2_tiny_f32", "sdar_moe_tiny_f32"}) {
     for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_0}) {
       auto in_place = load(converted(name, type));
-      auto packed = load(converted(name, type), WeightFormat::kAuto, /*pack_experts=*/true);
+      auto packed = load(converted(name, type), WeightFormat::kAuto, ExpertPacking::kAtLoad);
       auto dequantised = load(converted(name, type), WeightFormat::kDequantize);
       ASSERT_TRUE(in_place && packed && dequantised);
       const auto& t = dynamic_cast<const Transformer&>(*packed);
@@ -353,6 +353,32 @@ TEST(BlockFamiliesGguf, PackedExpertsMatchInPlaceExperts) {
         }
         EXPECT_LE(std::sqrt(nb / den), 1.1 * std::sqrt(na / den) + 2e-3) << name;
       }
+      ++models;
+    }
+  }
+  EXPECT_EQ(models, 4);
+}
+
+// The default (ExpertPacking::kOnFirstUse): nothing is packed at load; a forward packs the experts its tokens
+// are routed to, before they run, so its logits are the bits of the model packed at load, on the first
+// forward and after.
+TEST(BlockFamiliesGguf, ExpertsPackedOnFirstUseGiveTheBitsOfPackedAtLoad) {
+  int models = 0;
+  for (const std::string name : {"llada2_tiny_f32", "sdar_moe_tiny_f32"}) {
+    for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_0}) {
+      auto lazy = load(converted(name, type), WeightFormat::kAuto, ExpertPacking::kOnFirstUse);
+      auto at_load = load(converted(name, type), WeightFormat::kAuto, ExpertPacking::kAtLoad);
+      ASSERT_TRUE(lazy && at_load);
+      const auto& t = dynamic_cast<const Transformer&>(*lazy);
+      EXPECT_EQ(t.packed_on_use_matrices(), 0) << name;
+      EXPECT_GT(t.ggml_matrices(), 0) << name << ": the experts load as in-place views";
+      const auto seqs = sequences(name);
+      ASSERT_FALSE(seqs.empty());
+      for (int pass = 0; pass < 2; ++pass)
+        for (const auto& s : seqs)
+          EXPECT_EQ(logits(*lazy, s), logits(*at_load, s)) << name << " pass " << pass;
+      EXPECT_GT(t.packed_on_use_matrices(), 0) << name;
+      EXPECT_EQ(t.packed_on_use_matrices() % 3, 0) << name << ": gate, up and down together";
       ++models;
     }
   }

@@ -32,7 +32,8 @@ WeightFormat parse_weights(const std::string& name);  // "auto" | "f32" | "q8"
 // Registers --weights on a subcommand (generate, bench, serve); load_model_or_throw loads with its value.
 void add_weights_option(CLI::App* cmd);
 std::string& weights_flag();  // the --weights value as given
-bool& pack_experts_flag();    // --pack-experts
+std::string& experts_flag();  // --experts first-use | load | in-place
+ExpertPacking parse_experts(const std::string& name);
 // Loads and prints one line about the model to stderr unless quiet.
 std::shared_ptr<Model> load_model_or_throw(const std::string& path, Precision precision, int threads,
                                            bool quiet);
