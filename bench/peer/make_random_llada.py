@@ -9,11 +9,10 @@ a prompt text), and speed does not depend on the text.
     /usr/bin/python3 bench/peer/make_random_llada.py OUT_DIR [--layers 24]
 """
 import argparse
-import json
-import os
-import struct
 
 import numpy as np
+
+from random_safetensors import write_model
 
 CONFIG = {"architectures": ["LLaDAModelLM"], "model_type": "llada", "activation_type": "silu",
           "block_type": "llama", "d_model": 896, "n_layers": 24, "n_heads": 14, "n_kv_heads": 2,
@@ -54,22 +53,7 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     cfg = dict(CONFIG, n_layers=args.layers)
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "config.json"), "w") as fh:
-        json.dump(cfg, fh, indent=2)
-    rng = np.random.default_rng(args.seed)
-    header, off, items = {"__metadata__": {"format": "pt"}}, 0, []
-    for name, t in tensors(cfg, rng):
-        header[name] = {"dtype": "F16", "shape": list(t.shape), "data_offsets": [off, off + t.nbytes]}
-        off += t.nbytes
-        items.append(t)
-    h = json.dumps(header).encode()
-    h += b" " * (-len(h) % 8)
-    with open(os.path.join(args.out, "model.safetensors"), "wb") as fh:
-        fh.write(struct.pack("<Q", len(h)) + h)
-        for t in items:
-            fh.write(t.tobytes())
-    print(f"wrote {args.out}: {off / 1e9:.2f} GB of F16 weights, {len(items)} tensors")
+    write_model(args.out, cfg, tensors(cfg, np.random.default_rng(args.seed)))
 
 
 if __name__ == "__main__":

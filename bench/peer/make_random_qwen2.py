@@ -7,11 +7,10 @@ vocabulary that llama.cpp accepts (speed does not depend on the text).
     /usr/bin/python3 bench/peer/make_random_qwen2.py OUT_DIR [--layers 24]
 """
 import argparse
-import json
-import os
-import struct
 
 import numpy as np
+
+from random_safetensors import write_model
 
 CONFIG = {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 896,
           "intermediate_size": 4864, "num_hidden_layers": 24, "num_attention_heads": 14,
@@ -51,22 +50,7 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     cfg = dict(CONFIG, num_hidden_layers=args.layers)
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "config.json"), "w") as fh:
-        json.dump(cfg, fh, indent=2)
-    rng = np.random.default_rng(args.seed)
-    items = list(tensors(cfg, rng))
-    header, off = {"__metadata__": {"format": "pt"}}, 0
-    for name, t in items:
-        header[name] = {"dtype": "F16", "shape": list(t.shape), "data_offsets": [off, off + t.nbytes]}
-        off += t.nbytes
-    h = json.dumps(header).encode()
-    h += b" " * (-len(h) % 8)
-    with open(os.path.join(args.out, "model.safetensors"), "wb") as fh:
-        fh.write(struct.pack("<Q", len(h)) + h)
-        for _, t in items:
-            fh.write(t.tobytes())
-    print(f"wrote {args.out}: {off / 1e9:.2f} GB of F16 weights, {len(items)} tensors")
+    write_model(args.out, cfg, tensors(cfg, np.random.default_rng(args.seed)))
 
 
 if __name__ == "__main__":

@@ -170,6 +170,12 @@ class App {
   // /v1/canvas's answer (the job is queued): a JSON document, or its steps as SSE events then the document.
   void reply_canvas(const std::shared_ptr<Exchange>& x, httplib::Response& res,
                     const std::function<void(int)>& finish_metrics);
+  // A non-streamed answer (the job is queued): whitespace while the job runs (a closed connection cancels
+  // it), then body() or the job's error, once. on_update (may be empty) sees every step update on the way.
+  static void reply_when_done(const std::shared_ptr<Exchange>& x, httplib::Response& res,
+                              const std::function<void(int)>& finish_metrics,
+                              std::function<void(const StepUpdate&)> on_update,
+                              std::function<std::string()> body);
   // Where a canvas edit goes when no model is named: the default model, or the first diffusion one.
   size_t canvas_model() const {
     for (size_t i = 0; i < served_.size(); ++i)
@@ -527,46 +533,17 @@ void App::generate(const httplib::Request& req, httplib::Response& res, Endpoint
                 {"route", x->route}};
   };
 
-  if (!r.stream) {
-    res.set_chunked_content_provider(
-        "application/json",
-        [this, x, finish_metrics, stats](size_t, httplib::DataSink& sink) {
-          for (;;) {
-            Job::News news = x->job->wait(kHeartbeat);
-            if (!news.ended) {
-              // Whitespace before the JSON value keeps the body valid and tells a closed connection apart.
-              if (!sink.write(" ", 1)) {
-                x->job->cancel();
-                return false;
-              }
-              continue;
-            }
-            std::string out;
-            if (x->job->error()) {
-              out = dump(error_body(job_error(*x->job)));
-            } else {
-              std::vector<ChoiceResult> choices;
-              const auto& outputs = x->job->result().outputs;
-              for (size_t i = 0; i < x->streams.size() && i < outputs.size(); ++i) {
-                PrefixStream& s = x->streams[i];
-                s.advance(outputs[i], /*final=*/true);
-                choices.push_back({s.text(), s.stopped() ? "stop" : "length", s.tokens()});
-              }
-              out = dump(full_response(x->meta, choices, x->prompt_tokens(), stats()));
-            }
-            finish_metrics(x->job->error() ? x->job->error_status() : 200);
-            out += "\n";
-            const bool ok = sink.write(out.data(), out.size());
-            if (ok) sink.done();
-            return ok;
-          }
-        },
-        [x, finish_metrics](bool success) {
-          if (!success) x->job->cancel();
-          finish_metrics(success ? 200 : 499);
-        });
-    return;
-  }
+  if (!r.stream)
+    return reply_when_done(x, res, finish_metrics, {}, [x, stats]() {
+      std::vector<ChoiceResult> choices;
+      const auto& outputs = x->job->result().outputs;
+      for (size_t i = 0; i < x->streams.size() && i < outputs.size(); ++i) {
+        PrefixStream& s = x->streams[i];
+        s.advance(outputs[i], /*final=*/true);
+        choices.push_back({s.text(), s.stopped() ? "stop" : "length", s.tokens()});
+      }
+      return dump(full_response(x->meta, choices, x->prompt_tokens(), stats()));
+    });
 
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
@@ -731,6 +708,40 @@ void App::lifecycle(httplib::Server* server) {
   }
 }
 
+void App::reply_when_done(const std::shared_ptr<Exchange>& x, httplib::Response& res,
+                          const std::function<void(int)>& finish_metrics,
+                          std::function<void(const StepUpdate&)> on_update,
+                          std::function<std::string()> body) {
+  res.set_chunked_content_provider(
+      "application/json",
+      [x, finish_metrics, on_update = std::move(on_update), body = std::move(body)](size_t,
+                                                                                    httplib::DataSink& sink) {
+        for (;;) {
+          Job::News news = x->job->wait(kHeartbeat);
+          if (on_update)
+            for (const StepUpdate& u : news.updates) on_update(u);
+          if (!news.ended) {
+            // Whitespace before the JSON value keeps the body valid and tells a closed connection apart.
+            if (!sink.write(" ", 1)) {
+              x->job->cancel();
+              return false;
+            }
+            continue;
+          }
+          std::string out = x->job->error() ? dump(error_body(job_error(*x->job))) : body();
+          finish_metrics(x->job->error() ? x->job->error_status() : 200);
+          out += "\n";
+          const bool ok = sink.write(out.data(), out.size());
+          if (ok) sink.done();
+          return ok;
+        }
+      },
+      [x, finish_metrics](bool success) {
+        if (!success) x->job->cancel();
+        finish_metrics(success ? 200 : 499);
+      });
+}
+
 void App::reply_canvas(const std::shared_ptr<Exchange>& x, httplib::Response& res,
                        const std::function<void(int)>& finish_metrics) {
   const GenRequest& r = x->request;
@@ -770,34 +781,8 @@ void App::reply_canvas(const std::shared_ptr<Exchange>& x, httplib::Response& re
     return head;
   };
   auto error_text = [x]() { return dump(error_body(job_error(*x->job))); };
-  if (!r.stream) {
-    res.set_chunked_content_provider(
-        "application/json",
-        [x, note, document, error_text, finish_metrics](size_t, httplib::DataSink& sink) {
-          for (;;) {
-            Job::News news = x->job->wait(kHeartbeat);
-            for (const StepUpdate& u : news.updates) note(u);
-            if (!news.ended) {
-              if (!sink.write(" ", 1)) {  // whitespace before the JSON keeps it valid; tells a closed socket
-                x->job->cancel();
-                return false;
-              }
-              continue;
-            }
-            std::string out = x->job->error() ? error_text() : dump(document());
-            finish_metrics(x->job->error() ? x->job->error_status() : 200);
-            out += "\n";
-            const bool ok = sink.write(out.data(), out.size());
-            if (ok) sink.done();
-            return ok;
-          }
-        },
-        [x, finish_metrics](bool success) {
-          if (!success) x->job->cancel();
-          finish_metrics(success ? 200 : 499);
-        });
-    return;
-  }
+  if (!r.stream)
+    return reply_when_done(x, res, finish_metrics, note, [document]() { return dump(document()); });
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
   res.set_chunked_content_provider(

@@ -37,7 +37,8 @@ export async function promptText(words = 'The quick brown fox') {
   return m.dllm.tokenizer === 'ids' ? '12 7 99 45 3 201' : words;
 }
 
-// Reads an SSE body; returns the parsed data events and whether [DONE] came.
+// Reads an SSE body, calling onEvent(parsed) per data event (awaited; false cancels the stream); resolves to
+// {events, done (whether [DONE] came), cancelled}.
 export async function readSSE(res, onEvent = () => {}) {
   const reader = res.body.getReader();
   const decoder = new TextDecoder();
@@ -58,7 +59,8 @@ export async function readSSE(res, onEvent = () => {}) {
         if (data === '[DONE]') { done = true; continue; }
         const ev = JSON.parse(data);
         events.push(ev);
-        if (onEvent(ev) === false) { await reader.cancel(); return { events, done, cancelled: true }; }
+        // The callback may be async (awaited before the next event); false cancels the stream.
+        if ((await onEvent(ev)) === false) { await reader.cancel(); return { events, done, cancelled: true }; }
       }
     }
   }

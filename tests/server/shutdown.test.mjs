@@ -4,7 +4,7 @@
 // error and counts it in /metrics.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { startServer, sleep } from './common.mjs';
+import { readSSE, startServer, sleep } from './common.mjs';
 
 // A long generation on the tiny model: one token per step over a long canvas.
 const LONG = { prompt: '12 7 99 45 3 201', max_tokens: 480, steps: 480, temperature: 0 };
@@ -12,33 +12,6 @@ const LONG = { prompt: '12 7 99 45 3 201', max_tokens: 480, steps: 480, temperat
 async function post(server, path, body) {
   return fetch(server.url + path, { method: 'POST', headers: { 'Content-Type': 'application/json' },
                                     body: JSON.stringify(body) });
-}
-
-// Reads an SSE response, calling onEvent(parsed) per data event; resolves to {events, done}.
-async function readStream(res, onEvent = async () => {}) {
-  const reader = res.body.getReader();
-  const decoder = new TextDecoder();
-  let buf = '';
-  const events = [];
-  let done = false;
-  for (;;) {
-    const { value, done: end } = await reader.read();
-    if (end) break;
-    buf += decoder.decode(value, { stream: true });
-    let at;
-    while ((at = buf.indexOf('\n\n')) >= 0) {
-      const block = buf.slice(0, at);
-      buf = buf.slice(at + 2);
-      for (const line of block.split('\n')) {
-        if (!line.startsWith('data: ')) continue;
-        if (line === 'data: [DONE]') { done = true; continue; }
-        const ev = JSON.parse(line.slice(6));
-        events.push(ev);
-        await onEvent(ev);
-      }
-    }
-  }
-  return { events, done };
 }
 
 const exited = (proc) => new Promise((resolve) => {
@@ -54,7 +27,7 @@ test('SIGTERM drains: the stream in flight completes, new requests get 503, then
     const res = await post(server, '/v1/completions', { ...LONG, stream: true, diffusing: true });
     assert.equal(res.status, 200);
     let signalled = false, health = null, refused = null;
-    const { events, done } = await readStream(res, async (ev) => {
+    const { events, done } = await readSSE(res, async (ev) => {
       if (signalled || !ev.diffusion) return;
       signalled = true;
       server.proc.kill('SIGTERM');
@@ -86,7 +59,7 @@ test('a drain that runs out of --drain-seconds ends the request with a 503 error
     const res = await post(server, '/v1/completions', { ...LONG, max_tokens: 512, steps: 512, stream: true,
                                                         diffusing: true });
     let signalled = false;
-    const { events, done } = await readStream(res, async (ev) => {
+    const { events, done } = await readSSE(res, async (ev) => {
       if (!signalled && ev.diffusion) {
         signalled = true;
         server.proc.kill('SIGTERM');
@@ -107,7 +80,7 @@ test('--request-timeout ends a long request with a 504 error, counted in /metric
     assert.equal(body.error.code, 'request_timeout', JSON.stringify(body));
     assert.match(body.error.message, /--request-timeout/);
     const streamed = await post(server, '/v1/completions', { ...LONG, max_tokens: 512, steps: 512, stream: true });
-    const { events, done } = await readStream(streamed);
+    const { events, done } = await readSSE(streamed);
     assert.equal(events.find((e) => e.error).error.code, 'request_timeout');
     assert.ok(done);
     // A short request is untouched.

@@ -1,8 +1,9 @@
 // Soak test: `dllm serve` under N concurrent clients for T minutes with a mix of streamed and plain requests,
 // completions and chat (when the model has a chat template), random client disconnects mid-stream and random
 // cancels (aborted before the answer). Every request that was not cancelled must end with a complete answer or a
-// clean 4xx/429; the server's resident memory is sampled every 10 s (the slope after warm-up is reported), and
-// latency and queue time percentiles are printed as JSON.
+// clean 4xx/429 (after a 429 the client waits the Retry-After the server sent); the server's resident memory
+// is sampled every 10 s (the slope after warm-up is reported), and latency and queue time percentiles are
+// printed as JSON.
 //
 //   node tests/soak/soak.mjs --bin build/dllm [--clients 16] [--minutes 30] [--out FILE.json] [-- SERVE_ARGS...]
 //
@@ -64,7 +65,7 @@ const t0 = Date.now();
 const sampler = setInterval(() => { if (!serverDied) memory.push([(Date.now() - t0) / 1000, rssKiB()]); }, 10000);
 memory.push([0, rssKiB()]);
 
-const counts = { ok: 0, rejected: 0, cancelled: 0, disconnected: 0, lost: 0, server_errors: 0 };
+const counts = { ok: 0, rejected: 0, cancelled: 0, disconnected: 0, lost: 0, server_errors: 0, backoff_seconds: 0 };
 const latency = [], queue = [];
 const failures = [];
 const deadline = t0 + minutes * 60000;
@@ -110,7 +111,13 @@ async function one(rng, probe = {}) {
     latency.push((Date.now() - start) / 1000);
   } catch (e) {
     if (controller.signal.aborted || e.name === 'APIUserAbortError' || /abort/i.test(e.message)) { counts.cancelled++; return; }
-    if (e.status === 429 || (e.status >= 400 && e.status < 500)) { counts.rejected++; return; }
+    if (e.status === 429) {  // a full queue: back off as the server asks (Retry-After, seconds)
+      counts.rejected++;
+      const after = Number(e.headers?.['retry-after'] ?? e.headers?.get?.('retry-after'));
+      probe.retryAfter = Number.isFinite(after) && after > 0 ? Math.min(after, 30) : 1;
+      return;
+    }
+    if (e.status >= 400 && e.status < 500) { counts.rejected++; return; }
     if (e.status >= 500) counts.server_errors++;
     else counts.lost++;
     failures.push(String(e.message).slice(0, 300));
@@ -132,6 +139,7 @@ await Promise.all(Array.from({ length: clients }, async (_, i) => {
     const watchdog = new Promise((resolve) => { timer = setTimeout(() => resolve('hung'), 120000); });
     if (await Promise.race([one(rng, probe), watchdog]) === 'hung') hung.push(probe);
     clearTimeout(timer);
+    if (probe.retryAfter) { counts.backoff_seconds += probe.retryAfter; await sleep(probe.retryAfter * 1000); }
   }
 }));
 clearInterval(sampler);
