@@ -66,7 +66,9 @@ class LinearPackedKernel : public ::testing::TestWithParam<Case> {
 TEST_P(LinearPackedKernel, BitIdenticalToScalarReference) {
   const auto [type, kernel] = GetParam();
   int cases = 0;
-  for (const auto& [N, K0] : {std::pair<int64_t, int64_t>{16, 32}, {48, 256}, {80, 1024}, {32, 96}}) {
+  // K = 224: 7 blocks, AMX's groups of 4 and then a tail of 3.
+  for (const auto& [N, K0] :
+       {std::pair<int64_t, int64_t>{16, 32}, {48, 256}, {80, 1024}, {32, 96}, {32, 224}}) {
     const int64_t K = width(type, K0) + (type == GgmlType::kQ4_K && K0 == 96 ? 256 : 0);
     const auto blocks = file_blocks(type, N, K, 11 + static_cast<uint32_t>(N));
     const auto l = LinearPacked::pack(type, blocks.data(), N, K, kernel);
@@ -90,7 +92,7 @@ TEST_P(LinearPackedKernel, BitIdenticalToScalarReference) {
       }
     }
   }
-  EXPECT_EQ(cases, 4 * 8 * 2);
+  EXPECT_EQ(cases, 5 * 8 * 2);
 }
 
 // The panels hold the file's numbers: each row read back equals quant::dequantize of the original blocks.

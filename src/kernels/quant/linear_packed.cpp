@@ -223,7 +223,8 @@ void tile_q4k(const TileArgs& a) {
 #endif
 
 // ---- AMX_INT8: 16 activation rows x 1 panel per tile call, one tile multiply per block. A is the 16 rows'
-// int8 block (16 x 32 bytes, straight from the quantised activations at a stride of K), B the panel's block
+// int8 block (16 x 32 bytes, gathered per forward into 512 contiguous bytes: rows K bytes apart would all
+// fall in one L1 set), B the panel's block
 // in the VNNI layout (8 x 64 bytes: byte 4n + i of row g is element 4g + i of weight row n, exactly the
 // layout vpdpbusd reads; Q4_0's nibbles are first spread to bytes, once per panel, into a scratch), and
 // tdpbsud (signed A, unsigned B) gives the 16 x 16 exact int32 dots of the block. Q8_0 blocks of 32 need
