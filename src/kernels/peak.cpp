@@ -1,16 +1,14 @@
 #include "kernels/peak.h"
 
-#include <cpuid.h>
 #include <immintrin.h>
 #include <omp.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <vector>
 
+#include "kernels/amx.h"
 #include "kernels/quant/linear_ggml.h"
 
 namespace dllm {
@@ -106,26 +104,27 @@ __attribute__((target("avx512f,avx512vnni"))) double int8_products_vnni(double s
   return sink == 12345 ? products + 1 : products;
 }
 
-// AMX: four independent C tiles, each tdpbssd 16 x 16 x 64 products from the same A and B (full-size tiles,
-// the unit's best case). The configuration is loaded here, on this thread, and released after.
-__attribute__((target("amx-tile,amx-int8"))) double int8_products_amx(double seconds) {
-  struct alignas(64) TileConfig {
-    uint8_t palette = 1, start_row = 0;
-    uint8_t reserved[14] = {};
-    uint16_t colsb[16] = {};
-    uint8_t rows[16] = {};
-  } config;
+// The AMX peak loops' tiles, on this thread: all 8 registers 16 rows x 64 bytes, tmm4 = a and tmm5 = b (1 KiB
+// each), tmm0-3 zeroed as four independent accumulators. The caller releases the tiles after.
+__attribute__((target("amx-tile"))) void start_full_tiles(const void* a, const void* b) {
+  AmxTileConfig config;
   for (int t = 0; t < 8; ++t) config.rows[t] = 16, config.colsb[t] = 64;
-  asm volatile("ldtilecfg %0" : : "m"(config));  // the whole struct as the operand (see linear_packed.cpp)
-  alignas(64) int8_t a[16 * 64], b[16 * 64];
-  for (int i = 0; i < 16 * 64; ++i)
-    a[i] = static_cast<int8_t>(i % 7 - 3), b[i] = static_cast<int8_t>(i % 5 - 2);
+  amx_load_tile_config(config);
   _tile_loadd(4, a, 64);
   _tile_loadd(5, b, 64);
   _tile_zero(0);
   _tile_zero(1);
   _tile_zero(2);
   _tile_zero(3);
+}
+
+// AMX: four independent C tiles, each tdpbssd 16 x 16 x 64 products from the same A and B (full-size tiles,
+// the unit's best case).
+__attribute__((target("amx-tile,amx-int8"))) double int8_products_amx(double seconds) {
+  alignas(64) int8_t a[16 * 64], b[16 * 64];
+  for (int i = 0; i < 16 * 64; ++i)
+    a[i] = static_cast<int8_t>(i % 7 - 3), b[i] = static_cast<int8_t>(i % 5 - 2);
+  start_full_tiles(a, b);
   double products = 0;
   const auto t0 = std::chrono::steady_clock::now();
   while (elapsed_since(t0) < seconds) {
@@ -145,22 +144,9 @@ __attribute__((target("amx-tile,amx-int8"))) double int8_products_amx(double sec
 
 // AMX-BF16: tdpbf16ps on full tiles (16 x 16 f32 outputs, 32 bf16 pairs each: 16384 multiply-adds).
 __attribute__((target("amx-tile,amx-bf16"))) double bf16_flops_amx(double seconds) {
-  struct alignas(64) TileConfig {
-    uint8_t palette = 1, start_row = 0;
-    uint8_t reserved[14] = {};
-    uint16_t colsb[16] = {};
-    uint8_t rows[16] = {};
-  } config;
-  for (int t = 0; t < 8; ++t) config.rows[t] = 16, config.colsb[t] = 64;
-  asm volatile("ldtilecfg %0" : : "m"(config));
   alignas(64) uint16_t a[16 * 32], b[16 * 32];
   for (int i = 0; i < 16 * 32; ++i) a[i] = b[i] = 0x3f80;  // 1.0 in bf16
-  _tile_loadd(4, a, 64);
-  _tile_loadd(5, b, 64);
-  _tile_zero(0);
-  _tile_zero(1);
-  _tile_zero(2);
-  _tile_zero(3);
+  start_full_tiles(a, b);
   double flops = 0;
   const auto t0 = std::chrono::steady_clock::now();
   while (elapsed_since(t0) < seconds) {
@@ -197,17 +183,6 @@ double measure_int8_dot_peak_gops(double seconds) {
            : vnni ? int8_products_vnni(seconds)
                   : int8_products_avx2(seconds);
   return 2 * total / elapsed_since(start) / 1e9;
-}
-
-bool amx_bf16_usable() {
-  static const bool usable = [] {
-    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
-    if (!((edx >> 22) & 1u) || !((edx >> 24) & 1u)) return false;  // AMX-BF16, AMX-TILE
-    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
-    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
-  }();
-  return usable;
 }
 
 double measure_amx_bf16_peak_gflops(double seconds) {

@@ -16,11 +16,9 @@ const char* f32_fma_peak_isa();
 double measure_int8_dot_peak_gops(double seconds = 0.3);
 const char* int8_dot_peak_isa();  // "AMX_INT8", "AVX512_VNNI" or "AVX2"
 
-// AMX-BF16 (cpuid leaf 7 EDX bit 22, and Linux granting the tile data): where it is, oneDNN's bf16 matmuls
-// run on it (brg:avx512_core_amx_bf16), so the bf16 peak is its tdpbf16ps throughput, not twice the f32
-// FMA's.
-bool amx_bf16_usable();
-// tdpbf16ps on full tiles over all OpenMP threads, in GFLOP/s; 0 where !amx_bf16_usable().
+// Where AMX-BF16 runs (kernels/amx.h amx_bf16_usable), oneDNN's bf16 matmuls run on it
+// (brg:avx512_core_amx_bf16), so the bf16 peak is its tdpbf16ps throughput, not twice the f32 FMA's:
+// tdpbf16ps on full tiles over all OpenMP threads, in GFLOP/s; 0 where AMX-BF16 cannot run.
 double measure_amx_bf16_peak_gflops(double seconds = 0.3);
 
 // Memory read bandwidth over all OpenMP threads, in GB/s: every thread sums its part of a buffer far larger

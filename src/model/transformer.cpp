@@ -123,6 +123,19 @@ void pack_expert(const MoeWeights& w, size_t e, MoeWeights::PackedOnUse& out) {
   out.packed = true;
 }
 
+// Expert e's matrices as they run: the ones packed on first use once they are, else the ones loaded.
+struct ExpertMatrices {
+  const MatMul &gate, &up, &down;
+};
+ExpertMatrices expert_matrices(const MoeWeights& w, int64_t e) {
+  const auto i = static_cast<size_t>(e);
+  if (w.packed_on_use && w.packed_on_use[i].packed) {
+    const MoeWeights::PackedOnUse& p = w.packed_on_use[i];
+    return {p.gate, p.up, p.down};
+  }
+  return {w.gate[i], w.up[i], w.down[i]};
+}
+
 }  // namespace
 
 int64_t Transformer::ggml_matrices() const {
@@ -415,12 +428,9 @@ void Transformer::mixture_of_experts(const MoeWeights& w, int64_t n, float* x) {
       std::call_once(slot.once, [&] { pack_expert(w, static_cast<size_t>(e), slot); });
     }
     moe_stats_.experts_run += 1;
-    const auto* slot = w.packed_on_use ? &w.packed_on_use[static_cast<size_t>(e)] : nullptr;
-    moe_stats_.expert_bytes += slot && slot->packed
-                                   ? static_cast<double>(slot->gate.weight_bytes() + slot->up.weight_bytes() +
-                                                         slot->down.weight_bytes())
-                                   : static_cast<double>(w.gate[e].weight_bytes() + w.up[e].weight_bytes() +
-                                                         w.down[e].weight_bytes());
+    const ExpertMatrices mats = expert_matrices(w, e);
+    moe_stats_.expert_bytes +=
+        static_cast<double>(mats.gate.weight_bytes() + mats.up.weight_bytes() + mats.down.weight_bytes());
     moe_stats_.expert_flops += 2.0 * 3.0 * static_cast<double>(m * width * d);
   }
   // Longest first (most tokens), so that the last experts to start are the short ones and no thread idles
@@ -441,10 +451,7 @@ void Transformer::mixture_of_experts(const MoeWeights& w, int64_t n, float* x) {
         const int64_t e = run_order[a];
         const auto& tokens = by_expert[e];
         const int64_t m = static_cast<int64_t>(tokens.size()), width = w.gate[e].out_features();
-        const bool packed = w.packed_on_use && w.packed_on_use[static_cast<size_t>(e)].packed;
-        const MatMul& gate = packed ? w.packed_on_use[static_cast<size_t>(e)].gate : w.gate[e];
-        const MatMul& up = packed ? w.packed_on_use[static_cast<size_t>(e)].up : w.up[e];
-        const MatMul& down = packed ? w.packed_on_use[static_cast<size_t>(e)].down : w.down[e];
+        const auto [gate, up, down] = expert_matrices(w, e);
         in.resize(static_cast<size_t>(m * d));
         g.resize(static_cast<size_t>(m * width));
         u.resize(g.size());

@@ -3,8 +3,6 @@
 #include <cpuid.h>
 #include <immintrin.h>
 #include <omp.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -15,6 +13,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "kernels/amx.h"
 #include "kernels/profile.h"
 #include "kernels/quant/linear_q8.h"
 #include "kernels/quant/quant.h"
@@ -154,18 +153,6 @@ bool cpu_has_avx_vnni() {
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
   if (!__get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx)) return false;
   return (eax >> 4) & 1u;
-}
-
-// AMX-TILE and AMX-INT8 (cpuid leaf 7, EDX bits 24 and 25), and Linux's leave to use the 8 KiB of tile
-// data: a process must ask for it once (arch_prctl ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) before any
-// thread touches a tile; the leave is the whole process's, threads started later included. A kernel that
-// refuses it (older than 5.16, or a VM that hides it) makes AMX unusable here.
-bool amx_int8_usable() {
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
-  if (!((edx >> 24) & 1u) || !((edx >> 25) & 1u)) return false;
-  constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
-  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
 }
 
 // The fastest set this CPU runs, or the one DLLM_GGML_KERNEL names (avx2, avx_vnni, avx512_vnni, amx): for

@@ -11,6 +11,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "kernels/amx.h"
 #include "kernels/profile.h"
 #include "kernels/quant/linear_ggml.h"
 #include "kernels/quant/linear_q8.h"
@@ -245,21 +246,12 @@ namespace amx {
 
 constexpr int kTileRows = 16;
 
-struct alignas(64) TileConfig {
-  uint8_t palette = 1, start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-
 void configure() {
-  TileConfig c;
+  AmxTileConfig c;
   for (int t = 0; t < 4; ++t) c.rows[t] = 16, c.colsb[t] = 64;  // C: 16 x 16 int32
   for (int t = 4; t < 6; ++t) c.rows[t] = 16, c.colsb[t] = 32;  // A: 16 rows x 32 int8
   for (int t = 6; t < 8; ++t) c.rows[t] = 8, c.colsb[t] = 64;   // B: 8 groups of 4 x 16 columns
-  // Not _tile_loadconfig: GCC 12's passes it to ldtilecfg as an 8-byte memory operand, so the stores to the
-  // rest of the 64 bytes may be dropped as dead (and tilezero then faults). This operand is the whole struct.
-  asm volatile("ldtilecfg %0" : : "m"(c));
+  amx_load_tile_config(c);
 }
 void release() {
   _tile_release();
