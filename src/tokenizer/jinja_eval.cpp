@@ -1,6 +1,7 @@
 // Evaluation of the Jinja subset: statements, expressions, filters, tests, methods and globals.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include "core/error.h"
 #include "tokenizer/jinja.h"
@@ -11,6 +12,13 @@ namespace dllm::jinja {
 namespace {
 
 enum class Flow { Normal, Break, Continue };
+
+// Limits on what one render may build or spend. A chat template comes with a model file or a request, so it
+// is outside input: without them `range(10**9)`, `'x' * 10**12` or nested loops exhaust memory or hang a
+// server worker. Real templates use a few thousand steps and a few KiB, far below these.
+constexpr size_t kMaxRenderBytes = size_t{16} << 20;  // any one string, the output included
+constexpr int64_t kMaxRangeItems = int64_t{1} << 20;
+constexpr int64_t kMaxRenderSteps = int64_t{1} << 22;  // statements, loop iterations and expressions
 
 bool is_space(char c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
@@ -58,6 +66,35 @@ class Evaluator {
     fail(name_, ": line ", n.line, ": ", std::forward<P>(parts)...);
   }
 
+  void count_step(const Node& n) {
+    if (++steps_ > kMaxRenderSteps) err(n, "the template ran more than ", kMaxRenderSteps, " steps; stopped");
+  }
+  void check_size(const Node& n, size_t bytes) const {
+    if (bytes > kMaxRenderBytes)
+      err(n, "the template built a string over ", kMaxRenderBytes >> 20, " MiB; stopped");
+  }
+  // Integer arithmetic as Python does it, except that Python's integers do not overflow and ours are 64-bit:
+  // an overflow is an error rather than undefined behaviour.
+  int64_t checked(const Node& n, bool overflowed, int64_t value, const std::string& op) const {
+    if (overflowed) err(n, "integer overflow in '", op, "'");
+    return value;
+  }
+  int64_t int_power(const Node& n, int64_t base, int64_t exp) const {
+    int64_t result = 1;
+    while (exp > 0) {
+      if ((exp & 1) && __builtin_mul_overflow(result, base, &result)) checked(n, true, 0, "**");
+      exp >>= 1;
+      if (exp > 0 && __builtin_mul_overflow(base, base, &base)) checked(n, true, 0, "**");
+    }
+    return result;
+  }
+  int64_t float_to_int(const Node& n, double x) const {
+    // 2^63 is exactly representable; every double below it in magnitude converts without overflow.
+    if (!std::isfinite(x) || x >= 9223372036854775808.0 || x < -9223372036854775808.0)
+      err(n, "cannot convert float ", x, " to an integer");
+    return static_cast<int64_t>(x);
+  }
+
   Value lookup(const std::string& k) const {
     for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
       auto f = it->find(k);
@@ -68,13 +105,16 @@ class Evaluator {
   void assign(const std::string& k, Value v) { scopes_.back()[k] = std::move(v); }
 
   Flow exec(const Node& n, std::string& out) {
+    count_step(n);
     switch (n.kind) {
       case NK::Text:
         out += n.s;
+        check_size(n, out.size());
         return Flow::Normal;
       case NK::Output: {
         Value v = eval(*n.a[0]);
         out += v.str();
+        check_size(n, out.size());
         return Flow::Normal;
       }
       case NK::If:
@@ -155,11 +195,13 @@ class Evaluator {
     // Apply the loop filter first: loop.* counts only the items that pass.
     List filtered;
     for (auto& item : items) {
+      count_step(n);
       bind_targets(n, item);
       if (!n.a[1] || eval(*n.a[1]).truthy()) filtered.push_back(item);
     }
     size_t len = filtered.size();
     for (size_t i = 0; i < len; ++i) {
+      count_step(n);
       scopes_.back().clear();
       bind_targets(n, filtered[i]);
       Dict loop;
@@ -216,6 +258,7 @@ class Evaluator {
 
   // ---- expressions ----
   Value eval(const Node& n) {
+    count_step(n);
     switch (n.kind) {
       case NK::Literal:
         return n.value;
@@ -253,7 +296,8 @@ class Evaluator {
         return Value(!eval(*n.a[0]).truthy());
       case NK::Neg: {
         Value v = eval(*n.a[0]);
-        if (v.is_int()) return Value(-v.as_int());
+        if (v.is_int())
+          return Value(checked(n, v.as_int() == INT64_MIN, v.as_int() == INT64_MIN ? 0 : -v.as_int(), "-"));
         if (v.is_float()) return Value(-v.as_number());
         err(n, "bad operand type for unary -: ", v.type_name());
       }
@@ -341,8 +385,13 @@ class Evaluator {
       return std::clamp<int64_t>(x, -1, size - 1);
     };
     int64_t b = norm(start, step > 0 ? 0 : size - 1), e = norm(stop, step > 0 ? size : -1);
+    // b and e lie in [-1, size], so only the step can push the index out of range: stop before adding it.
     std::vector<int64_t> idx;
-    for (int64_t i = b; step > 0 ? i < e : i > e; i += step) idx.push_back(i);
+    for (int64_t i = b; step > 0 ? i < e : i > e;) {
+      idx.push_back(i);
+      if (step > 0 ? e - i <= step : i - e + step <= 0) break;
+      i += step;
+    }
     if (obj.is_list()) {
       List l;
       for (int64_t i : idx) l.push_back(obj.as_list()[static_cast<size_t>(i)]);
@@ -410,8 +459,16 @@ class Evaluator {
         b = p[0], e = p[1];
       if (p.size() == 3) s = p[2];
       if (p.empty() || p.size() > 3 || s == 0) err(n, "range() takes 1 to 3 arguments, step != 0");
+      // The length as Python computes it, in unsigned arithmetic so that no bound overflows.
+      const uint64_t span = s > 0 ? (e > b ? static_cast<uint64_t>(e) - static_cast<uint64_t>(b) : 0)
+                                  : (b > e ? static_cast<uint64_t>(b) - static_cast<uint64_t>(e) : 0);
+      const uint64_t step = s > 0 ? static_cast<uint64_t>(s) : 0 - static_cast<uint64_t>(s);
+      const uint64_t count = span == 0 ? 0 : (span - 1) / step + 1;
+      if (count > static_cast<uint64_t>(kMaxRangeItems))
+        err(n, "range() of ", count, " items is over the limit of ", kMaxRangeItems);
       List l;
-      for (int64_t i = b; s > 0 ? i < e : i > e; i += s) l.push_back(Value(i));
+      for (uint64_t i = 0; i < count; ++i)
+        l.push_back(Value(static_cast<int64_t>(static_cast<uint64_t>(b) + i * static_cast<uint64_t>(s))));
       return Value(std::move(l));
     }
     if (name == "strftime_now") {
@@ -502,7 +559,7 @@ class Evaluator {
             pos = hit + d.size();
           }
           pieces.push_back(str.substr(pos));
-          if (maxsplit >= 0 && static_cast<int64_t>(pieces.size()) > maxsplit + 1) {
+          if (maxsplit >= 0 && static_cast<uint64_t>(pieces.size()) > static_cast<uint64_t>(maxsplit) + 1) {
             std::vector<std::string> merged;
             if (!rs) {
               merged.assign(pieces.begin(), pieces.begin() + maxsplit);
@@ -540,7 +597,7 @@ class Evaluator {
           const Value* from = a.get(0, "old");
           const Value* to = a.get(1, "new");
           if (!from || !to) err(nd, "replace() needs 2 arguments");
-          return Value(replace_str(s.as_string(), from->str(), to->str()));
+          return Value(replace_str(nd, s.as_string(), from->str(), to->str()));
         });
       }
       if (name == "find" || name == "count") {
@@ -578,11 +635,14 @@ class Evaluator {
         });
       }
       if (name == "join") {
-        return bind([](const Value& s, Args& a, const Node&) -> Value {
+        return bind([this](const Value& s, Args& a, const Node& nd) -> Value {
           std::string out;
           if (!a.pos.empty() && a.pos[0].is_list()) {
             const List& l = a.pos[0].as_list();
-            for (size_t i = 0; i < l.size(); ++i) out += (i ? s.as_string() : "") + l[i].str();
+            for (size_t i = 0; i < l.size(); ++i) {
+              out += (i ? s.as_string() : "") + l[i].str();
+              check_size(nd, out.size());
+            }
           }
           return Value(out);
         });
@@ -673,13 +733,15 @@ class Evaluator {
     return out;
   }
 
-  static std::string replace_str(const std::string& s, const std::string& from, const std::string& to) {
+  std::string replace_str(const Node& n, const std::string& s, const std::string& from,
+                          const std::string& to) const {
     if (from.empty()) return s;
     std::string out;
     size_t pos = 0;
     for (size_t hit = s.find(from); hit != std::string::npos; hit = s.find(from, pos)) {
       out.append(s, pos, hit - pos);
       out += to;
+      check_size(n, out.size());
       pos = hit + from.size();
     }
     out.append(s, pos, std::string::npos);
@@ -727,7 +789,9 @@ class Evaluator {
     }
     if (f == "tojson") {
       const Value* indent = arg(0, "indent");
-      int ind = indent && indent->is_int() ? static_cast<int>(indent->as_int()) : -1;
+      const int64_t ind64 = indent && indent->is_int() ? indent->as_int() : -1;
+      if (ind64 > 1024) err(n, "tojson indent ", ind64, " is over 1024");
+      const int ind = static_cast<int>(std::max<int64_t>(ind64, -1));
       const Value* sk = args.get(99, "sort_keys");
       return Value(v.to_json(ind, sk && sk->truthy()));
     }
@@ -752,6 +816,7 @@ class Evaluator {
       for (size_t i = 0; i < l.size(); ++i) {
         if (i) out += d;
         out += attr ? get_attr(n, l[i], attr->str()).str() : l[i].str();
+        check_size(n, out.size());
       }
       return Value(out);
     }
@@ -790,7 +855,7 @@ class Evaluator {
     }
     if (f == "int") {
       if (v.is_int()) return v;
-      if (v.is_float()) return Value(static_cast<int64_t>(v.as_number()));
+      if (v.is_float()) return Value(float_to_int(n, v.as_number()));
       if (v.is_bool()) return Value(static_cast<int64_t>(v.as_bool()));
       if (v.is_string()) {
         try {
@@ -813,7 +878,10 @@ class Evaluator {
       return Value(0.0);
     }
     if (f == "abs") {
-      if (v.is_int()) return Value(v.as_int() < 0 ? -v.as_int() : v.as_int());
+      if (v.is_int()) {
+        checked(n, v.as_int() == INT64_MIN, 0, "abs");
+        return Value(v.as_int() < 0 ? -v.as_int() : v.as_int());
+      }
       if (v.is_float()) return Value(std::fabs(v.as_number()));
       err(n, "abs needs a number");
     }
@@ -826,12 +894,14 @@ class Evaluator {
       const Value* a = arg(0, "old");
       const Value* b = arg(1, "new");
       if (!a || !b) err(n, "replace needs 2 arguments");
-      return Value(replace_str(v.str(), a->str(), b->str()));
+      return Value(replace_str(n, v.str(), a->str(), b->str()));
     }
     if (f == "indent") {
       const Value* w = arg(0, "width");
       const Value* first = arg(1, "first");
-      std::string pad(w && w->is_int() ? static_cast<size_t>(w->as_int()) : 4, ' ');
+      const int64_t width = w && w->is_int() ? std::max<int64_t>(w->as_int(), 0) : 4;
+      check_size(n, static_cast<uint64_t>(width));
+      std::string pad(static_cast<size_t>(width), ' ');
       if (w && w->is_string()) pad = w->as_string();
       std::string s = v.str(), out;
       bool at_line_start = first && first->truthy();
@@ -839,6 +909,7 @@ class Evaluator {
         if (at_line_start && s[i] != '\n') out += pad;
         at_line_start = false;
         out += s[i];
+        check_size(n, out.size());
         if (s[i] == '\n') at_line_start = true;
       }
       return Value(out);
@@ -1026,11 +1097,18 @@ class Evaluator {
     if (op == ">") return Value(less(n, r, l));
     if (op == "<=") return Value(!less(n, r, l));
     if (op == ">=") return Value(!less(n, l, r));
-    if (op == "~") return Value(l.str() + r.str());
+    if (op == "~") {
+      std::string joined = l.str() + r.str();
+      check_size(n, joined.size());
+      return Value(std::move(joined));
+    }
     require_defined(n, l);
     require_defined(n, r);
     if (op == "+") {
-      if (l.is_string() && r.is_string()) return Value(l.as_string() + r.as_string());
+      if (l.is_string() && r.is_string()) {
+        check_size(n, l.as_string().size() + r.as_string().size());
+        return Value(l.as_string() + r.as_string());
+      }
       if (l.is_list() && r.is_list()) {
         List out = l.as_list();
         out.insert(out.end(), r.as_list().begin(), r.as_list().end());
@@ -1040,25 +1118,38 @@ class Evaluator {
     if (op == "*" && ((l.is_string() && r.is_int()) || (l.is_int() && r.is_string()))) {
       const std::string& s = l.is_string() ? l.as_string() : r.as_string();
       int64_t k = l.is_int() ? l.as_int() : r.as_int();
+      if (k > 0 && !s.empty())
+        check_size(n, static_cast<uint64_t>(k) > kMaxRenderBytes / s.size()
+                          ? kMaxRenderBytes + 1
+                          : s.size() * static_cast<size_t>(k));
       std::string out;
-      for (int64_t i = 0; i < k; ++i) out += s;
+      for (int64_t i = 0; i < k && !s.empty(); ++i) out += s;
       return Value(out);
     }
     bool nums = (l.is_number() || l.is_bool()) && (r.is_number() || r.is_bool());
     if (!nums) err(n, "unsupported operand types for ", op, ": ", l.type_name(), " and ", r.type_name());
     bool ints = (l.is_int() || l.is_bool()) && (r.is_int() || r.is_bool());
     auto li = [&](const Value& v) { return v.is_bool() ? static_cast<int64_t>(v.as_bool()) : v.as_int(); };
-    if (op == "+") return ints ? Value(li(l) + li(r)) : Value(l.as_number() + r.as_number());
-    if (op == "-") return ints ? Value(li(l) - li(r)) : Value(l.as_number() - r.as_number());
-    if (op == "*") return ints ? Value(li(l) * li(r)) : Value(l.as_number() * r.as_number());
+    if (ints && (op == "+" || op == "-" || op == "*")) {
+      int64_t result = 0;
+      const bool overflowed = op == "+"   ? __builtin_add_overflow(li(l), li(r), &result)
+                              : op == "-" ? __builtin_sub_overflow(li(l), li(r), &result)
+                                          : __builtin_mul_overflow(li(l), li(r), &result);
+      return Value(checked(n, overflowed, result, op));
+    }
+    if (op == "+") return Value(l.as_number() + r.as_number());
+    if (op == "-") return Value(l.as_number() - r.as_number());
+    if (op == "*") return Value(l.as_number() * r.as_number());
     if (op == "**")
-      return ints && li(r) >= 0 ? Value(static_cast<int64_t>(std::pow(li(l), li(r))))
+      return ints && li(r) >= 0 ? Value(int_power(n, li(l), li(r)))
                                 : Value(std::pow(l.as_number(), r.as_number()));
     if (r.as_number() == 0) err(n, "division by zero");
     if (op == "/") return Value(l.as_number() / r.as_number());
     if (op == "//") {
       if (ints) {
-        int64_t a = li(l), b = li(r), q = a / b;
+        int64_t a = li(l), b = li(r);
+        checked(n, a == INT64_MIN && b == -1, 0, op);
+        int64_t q = a / b;
         if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
         return Value(q);
       }
@@ -1066,7 +1157,9 @@ class Evaluator {
     }
     if (op == "%") {
       if (ints) {
-        int64_t a = li(l), b = li(r), m = a % b;
+        int64_t a = li(l), b = li(r);
+        if (b == -1) return Value(int64_t{0});  // INT64_MIN % -1 traps in hardware; every x % -1 is 0
+        int64_t m = a % b;
         if (m != 0 && ((m < 0) != (b < 0))) m += b;
         return Value(m);
       }
@@ -1079,6 +1172,7 @@ class Evaluator {
 
   std::string name_;
   std::vector<std::map<std::string, Value>> scopes_;
+  int64_t steps_ = 0;
 };
 
 }  // namespace

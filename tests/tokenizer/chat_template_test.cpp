@@ -156,6 +156,37 @@ TEST(ChatTemplate, LargeIntegers) {
   }
 }
 
+// Integer arithmetic is Python's up to 64 bits, and an overflow is an error (found by the fuzzer: `7**77777`
+// was undefined behaviour). Work and size are bounded, so an outside template cannot exhaust memory or hang a
+// worker.
+TEST(ChatTemplate, ArithmeticOverflowAndRunawayTemplatesAreErrors) {
+  auto render = [](const std::string& src) {
+    return ChatTemplate::from_string(src).render(nlohmann::json::array(), false);
+  };
+  EXPECT_EQ(render("{{ 2 ** 62 }} {{ (-2) ** 63 }} {{ 3 ** 0 }} {{ 2 ** -1 }}"),
+            "4611686018427387904 -9223372036854775808 1 0.5");
+  EXPECT_EQ(render("{{ -7 // 2 }} {{ -7 % 3 }} {{ 7 % -1 }} {{ (-9223372036854775807 - 1) % -1 }}"),
+            "-4 2 0 0");
+  EXPECT_EQ(render("{{ range(3) | list }} {{ range(10, 0, -4) | list }} {{ [1,2,3,4,5][1:5:3] }}"),
+            "[0, 1, 2] [10, 6, 2] [2, 5]");
+  EXPECT_EQ(render("{{ [1,2,3][0:3:9223372036854775807] }} {{ [1,2,3][2::-9223372036854775807] }}"),
+            "[1] [3]");
+  expect_error("{{ 7 ** 77777 }}", "integer overflow in '**'");
+  expect_error("{{ 9223372036854775807 + 1 }}", "integer overflow in '+'");
+  expect_error("{{ (-9223372036854775807 - 1) - 1 }}", "integer overflow in '-'");
+  expect_error("{{ 4294967296 * 4294967296 }}", "integer overflow in '*'");
+  expect_error("{{ (-9223372036854775807 - 1) // -1 }}", "integer overflow in '//'");
+  expect_error("{{ -(-9223372036854775807 - 1) }}", "integer overflow in '-'");
+  expect_error("{{ (-9223372036854775807 - 1) | abs }}", "integer overflow in 'abs'");
+  expect_error("{{ (1e300 * 1e300) | int }}", "cannot convert float inf to an integer");
+  expect_error("{{ range(9223372036854775807) | length }}", "range() of 9223372036854775807 items");
+  expect_error("{{ 'x' * 9223372036854775807 }}", "over 16 MiB");
+  expect_error("{{ 'abc' | indent(100000000000) }}", "over 16 MiB");
+  expect_error("{% for i in range(1000000) %}{{ 'x' * 100 }}{% endfor %}", "over 16 MiB");
+  expect_error("{% for i in range(3000) %}{% for j in range(3000) %}{% endfor %}{% endfor %}",
+               "more than 4194304 steps");
+}
+
 TEST(ChatTemplate, WhitespaceControl) {
   auto render = [](const std::string& src) {
     return ChatTemplate::from_string(src).render(nlohmann::json::array(), false);
