@@ -1,6 +1,7 @@
 #include "kernels/linear.h"
 
 #include <cblas.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -25,6 +26,24 @@ namespace {
 constexpr int64_t kPackingRows = 256;
 
 DT compute_dt(ComputeType c) { return c == ComputeType::kBF16 ? DT::bf16 : DT::f32; }
+
+// A weight buffer on transparent huge pages where the kernel allows them (THP "madvise" mode, Debian's
+// default): the first touch of every 4 KiB page of fresh memory is a page fault, and on the VMs we run on a
+// fault costs ~15 us, so filling 2.3 GB of 4 KiB pages took 7-9 s against ~1.5 s on 2 MiB pages.
+std::shared_ptr<void> huge_page_buffer(size_t bytes) {
+  constexpr size_t kHuge = size_t{2} << 20;
+  const size_t size = (bytes + kHuge - 1) / kHuge * kHuge;
+  void* p = std::aligned_alloc(kHuge, size);
+  if (!p) fail("out of memory: a weight buffer of ", bytes, " bytes");
+  ::madvise(p, size, MADV_HUGEPAGE);  // a hint: without THP the pages are 4 KiB, nothing else changes
+  return std::shared_ptr<void>(p, std::free);
+}
+
+// oneDNN memory for `md` in a huge-page buffer, which `keep` then owns.
+memory weight_memory(const memory::desc& md, std::shared_ptr<void>& keep) {
+  keep = huge_page_buffer(md.get_size());
+  return memory(md, onednn_engine(), keep.get());
+}
 
 }  // namespace
 
@@ -65,10 +84,15 @@ struct Linear::Impl {
   DType storage = DType::kF32;
   std::vector<float> weight_f32;
   std::vector<uint16_t> weight_16;
+  // In place (Linear::in_place): the stored [N, K] rows, kept alive by `owner`; nothing above is filled.
+  const void* mapped = nullptr;
+  std::shared_ptr<const void> owner;
+  bool reorder_pending = false;      // in place on oneDNN: prepare() may move it into the blocked layout
   mutable std::vector<float> panel;  // 16-bit weights widened to f32, one panel of rows at a time, for sgemm
   // oneDNN backend: [K, N] in its blocked layout, and a primitive per (rows, accumulate).
   memory::desc weight_md;
   memory weight;
+  std::shared_ptr<void> weight_buffer;  // what `weight` points into (huge pages)
   mutable std::mutex mutex;
   struct Prim {
     dnnl::matmul matmul;
@@ -78,6 +102,7 @@ struct Linear::Impl {
   mutable std::vector<uint16_t> bf16_scratch;
 
   const void* weight_rows() const {
+    if (mapped) return mapped;
     return storage == DType::kF32 ? static_cast<const void*>(weight_f32.data()) : weight_16.data();
   }
 };
@@ -112,7 +137,7 @@ Linear::Linear(const void* weight, DType stored, int64_t out_features, int64_t i
   memory::desc dst_md({kPackingRows, out_}, DT::f32, Tag::ab);
   dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src_any, wei_any, dst_md), eng);
   impl_->weight_md = pd.weights_desc();
-  impl_->weight = memory(impl_->weight_md, eng);
+  impl_->weight = weight_memory(impl_->weight_md, impl_->weight_buffer);
 
   // The stored [N, K] row-major weight is [K, N] with layout "ba". F16 goes through f32 first.
   std::vector<float> staged;
@@ -130,13 +155,90 @@ Linear::Linear(const void* weight, DType stored, int64_t out_features, int64_t i
   onednn_stream().wait();
 }
 
+Linear Linear::in_place(const void* weight, DType stored, int64_t out_features, int64_t in_features,
+                        ComputeType compute, std::shared_ptr<const void> owner) {
+  const bool onednn = compute == ComputeType::kBF16 ? bf16_matmul_supported()
+                                                    : f32_matmul_backend() == MatmulBackend::kOneDnn;
+  // Both backends read 16-bit rows as they are, but only an f32 weight is the f32 compute type's own.
+  const bool same_type = compute == ComputeType::kF32
+                             ? stored == DType::kF32
+                             : stored == DType::kBF16 || (!onednn && stored == DType::kF16);
+  const bool aligned = reinterpret_cast<uintptr_t>(weight) % dtype_size(stored) == 0;
+  if (!same_type || !aligned) return Linear(weight, stored, out_features, in_features, compute);
+  Linear l;
+  l.impl_ = std::make_unique<Impl>();
+  l.out_ = out_features;
+  l.in_ = in_features;
+  l.compute_ = compute;
+  Impl& im = *l.impl_;
+  im.mapped = weight;
+  im.owner = std::move(owner);
+  im.storage = stored;
+  if (!onednn) {
+    im.backend = MatmulBackend::kOpenBlas;
+    return l;
+  }
+  // The stored [N, K] row-major weight is oneDNN's [K, N] in layout "ba": its matmul reads it as it is.
+  im.backend = MatmulBackend::kOneDnn;
+  im.reorder_pending = true;
+  im.weight_md = memory::desc({in_features, out_features}, compute_dt(compute), Tag::ba);
+  im.weight = memory(im.weight_md, onednn_engine(), const_cast<void*>(weight));
+  return l;
+}
+
 Linear::Linear() = default;
 Linear::~Linear() = default;
 Linear::Linear(Linear&&) noexcept = default;
 Linear& Linear::operator=(Linear&&) noexcept = default;
 
+bool Linear::weight_in_place() const {
+  if (!impl_) return false;
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->mapped != nullptr;
+}
+
+bool Linear::preparable() const {
+  if (!impl_) return false;
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->reorder_pending;
+}
+
+size_t Linear::prepare() const {
+  if (!preparable()) return 0;
+  Impl& im = *impl_;
+  auto& eng = onednn_engine();
+  const DT dt = compute_dt(compute_);
+  memory::desc src_any({kPackingRows, in_}, dt, Tag::ab);
+  memory::desc wei_any({in_, out_}, dt, Tag::any);
+  memory::desc dst_md({kPackingRows, out_}, DT::f32, Tag::ab);
+  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src_any, wei_any, dst_md), eng);
+  const memory::desc blocked_md = pd.weights_desc();
+  if (blocked_md == im.weight_md) {  // the plain layout is already oneDNN's choice
+    std::lock_guard<std::mutex> lock(im.mutex);
+    im.reorder_pending = false;  // the weight stays where it lies
+    return 0;
+  }
+  std::shared_ptr<void> buffer;
+  memory blocked = weight_memory(blocked_md, buffer);
+  // Its own stream: the caller may be a background thread while forwards run on the shared one.
+  dnnl::stream stream(eng);
+  dnnl::reorder(im.weight, blocked).execute(stream, im.weight, blocked);
+  stream.wait();
+  std::lock_guard<std::mutex> lock(im.mutex);
+  im.weight_md = blocked_md;
+  im.weight = blocked;
+  im.weight_buffer = std::move(buffer);
+  im.by_rows.clear();  // primitives made for the plain layout
+  im.mapped = nullptr;
+  im.owner.reset();
+  im.reorder_pending = false;
+  return blocked_md.get_size();
+}
+
 size_t Linear::weight_bytes() const {
   if (!impl_) return 0;
+  std::lock_guard<std::mutex> lock(impl_->mutex);  // a background prepare() may swap the layout
+  if (impl_->mapped) return static_cast<size_t>(out_ * in_) * dtype_size(impl_->storage);
   return impl_->backend == MatmulBackend::kOpenBlas
              ? impl_->weight_f32.size() * sizeof(float) + impl_->weight_16.size() * sizeof(uint16_t)
              : impl_->weight_md.get_size();
@@ -157,8 +259,8 @@ void Linear::forward_openblas(const float* x, int64_t rows, float* y, bool accum
   const auto m = static_cast<blasint>(rows), k = static_cast<blasint>(in_), ldy = static_cast<blasint>(out_);
   const float beta = accumulate ? 1.0f : 0.0f;
   if (im.storage == DType::kF32) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, ldy, k, 1.0f, x, k, im.weight_f32.data(), k, beta, y,
-                ldy);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, ldy, k, 1.0f, x, k,
+                static_cast<const float*>(im.weight_rows()), k, beta, y, ldy);
     return;
   }
   // 16-bit weights: widen a panel of rows (~16 MB of f32) and multiply it; the widening streams the panel once
@@ -168,7 +270,7 @@ void Linear::forward_openblas(const float* x, int64_t rows, float* y, bool accum
   im.panel.resize(static_cast<size_t>(std::min(panel_rows, out_) * in_));
   for (int64_t n0 = 0; n0 < out_; n0 += panel_rows) {
     const int64_t n1 = std::min(out_, n0 + panel_rows);
-    const uint16_t* src = im.weight_16.data() + n0 * in_;
+    const uint16_t* src = static_cast<const uint16_t*>(im.weight_rows()) + n0 * in_;
 #pragma omp parallel for schedule(static)
     for (int64_t r = n0; r < n1; ++r)
       convert_to_f32(im.storage, src + (r - n0) * in_, im.panel.data() + (r - n0) * in_, static_cast<size_t>(in_));

@@ -94,6 +94,16 @@ int64_t MatMul::out_features() const {
 int64_t MatMul::in_features() const {
   return with([](const auto& w) { return w.in_features(); });
 }
+size_t MatMul::prepare() const {
+  const auto* l = std::get_if<Linear>(&impl_);
+  return l ? l->prepare() : 0;
+}
+
+bool MatMul::preparable() const {
+  const auto* l = std::get_if<Linear>(&impl_);
+  return l && l->preparable();
+}
+
 size_t MatMul::weight_bytes() const {
   return with([](const auto& w) { return w.weight_bytes(); });
 }

@@ -47,6 +47,9 @@ class MatMul {
   int64_t out_features() const;
   int64_t in_features() const;
   size_t weight_bytes() const;
+  // A Linear held in place (Linear::in_place): reorder it into its faster layout (Linear::prepare).
+  size_t prepare() const;
+  bool preparable() const;  // a Linear that prepare() would reorder
 
  private:
   template <class F>

@@ -45,8 +45,12 @@ std::optional<DType> plain_dtype(GgmlType t) {
 // Takes tensors by name, checks their shape (given in PyTorch order) and remembers which were used.
 class TensorTaker {
  public:
-  TensorTaker(std::shared_ptr<GgufFile> file, WeightFormat weights, ExpertPacking experts)
-      : file_(std::move(file)), weights_(weights), pack_experts_(experts == ExpertPacking::kAtLoad) {}
+  TensorTaker(std::shared_ptr<GgufFile> file, WeightFormat weights, ExpertPacking experts,
+              WeightLayout layout)
+      : file_(std::move(file)),
+        weights_(weights),
+        layout_(layout),
+        pack_experts_(experts == ExpertPacking::kAtLoad) {}
 
   const GgufTensor& take(const std::string& name, std::vector<int64_t> shape) {
     const GgufTensor* t = file_->find_tensor(name);
@@ -107,8 +111,10 @@ class TensorTaker {
       return blocks(t.type, moved->data(), out, in, ct, true, false, moved);
     }
     if (want_q8(t.type, in)) return q8(t, out, in, rope_heads);
-    const std::vector<float> w = f32(t, rope_heads);
-    return Linear(w.data(), DType::kF32, out, in, ct);
+    auto w = std::make_shared<const std::vector<float>>(f32(t, rope_heads));
+    if (layout_ == WeightLayout::kBlockedAtLoad) return Linear(w->data(), DType::kF32, out, in, ct);
+    return Linear::in_place(w->data(), DType::kF32, out, in, ct,
+                            w);  // rows already moved: hold them as they are
   }
 
   // Rows [first, first + count) of a tensor seen as rows of `in` values: q, k or v of a fused attn_qkv, one
@@ -150,7 +156,8 @@ class TensorTaker {
     const bool q8 = allow_q8 && want_q8(type, in);
     if (q8 && type == GgmlType::kQ8_0) return quant::LinearQ8::from_q8_0(data, count, in);
     if (!q8 && dt && !moved && reinterpret_cast<uintptr_t>(data) % dtype_size(*dt) == 0)
-      return Linear(data, *dt, count, in, ct);
+      return layout_ == WeightLayout::kBlockedAtLoad ? Linear(data, *dt, count, in, ct)
+                                                     : Linear::in_place(data, *dt, count, in, ct, file_);
     std::vector<float> w(static_cast<size_t>(count * in));
     quant::dequantize(type, data, w.data(), count * in);
     if (q8) return quant::LinearQ8::from_f32(w.data(), count, in);
@@ -173,6 +180,7 @@ class TensorTaker {
  private:
   std::shared_ptr<GgufFile> file_;
   WeightFormat weights_;
+  WeightLayout layout_;
   bool pack_experts_ = false;
   std::set<std::string> used_;
   std::string arch_;
@@ -453,7 +461,7 @@ std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
   m.precision = ct == ComputeType::kF32 ? Precision::kF32 : Precision::kBF16;
   m.precision_reason = precision.reason;
 
-  TensorTaker take(file, options.weights, options.experts);
+  TensorTaker take(file, options.weights, options.experts, options.layout);
   take.set_arch(arch);
   TransformerWeights w;
   const int64_t d = m.d_model;
@@ -511,7 +519,9 @@ std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
   take.check_all_used();
 
   m.n_params = count_params(*fam, c);
-  return std::make_shared<Transformer>(std::move(c), nullptr, std::move(w));
+  auto model = std::make_shared<Transformer>(std::move(c), nullptr, std::move(w));
+  if (options.layout == WeightLayout::kMappedThenBackground) model->prepare_weights_in_background();
+  return model;
 }
 
 }  // namespace dllm

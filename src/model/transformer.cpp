@@ -1,8 +1,14 @@
 #include "model/transformer.h"
 
+#include <omp.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
+#include <cstdlib>
 #include <limits>
 #include <numeric>
 
@@ -53,6 +59,67 @@ void for_each_matrix(const TransformerWeights& w, F&& f) {
   f(w.head);
 }
 }  // namespace
+
+Transformer::~Transformer() {
+  stop_preparing_ = true;
+  if (preparer_.joinable()) preparer_.join();
+}
+
+namespace {
+// Background preparation must not outlive the libraries it calls: a model held in a static is destroyed
+// after oneDNN's own statics, so the process's exit first stops every preparer (exit_stops_preparers below).
+std::mutex preparers_mutex;
+std::condition_variable preparers_done;
+int preparers_running = 0;
+std::atomic<bool> process_exiting{false};
+
+void exit_stops_preparers() {
+  process_exiting = true;
+  std::unique_lock<std::mutex> lock(preparers_mutex);
+  preparers_done.wait(lock, [] { return preparers_running == 0; });
+}
+}  // namespace
+
+void Transformer::prepare_weights_in_background() {
+  std::vector<const MatMul*> todo;
+  for_each_matrix(weights_, [&](const MatMul& m) {
+    if (m.preparable()) todo.push_back(&m);
+  });
+  for (const MatMul* m : todo) bytes_to_prepare_ += m->weight_bytes();
+  if (todo.empty()) return;
+  // The first reorder here, on this thread, creates oneDNN's statics before the exit hook is registered, so
+  // the hook runs before they are destroyed.
+  const size_t first_bytes = todo.front()->weight_bytes();
+  todo.front()->prepare();
+  bytes_prepared_ += first_bytes;
+  todo.erase(todo.begin());
+  static const bool hooked = (std::atexit(exit_stops_preparers), true);
+  (void)hooked;
+  {
+    std::lock_guard<std::mutex> lock(preparers_mutex);
+    ++preparers_running;
+  }
+  preparer_ = std::thread([this, todo = std::move(todo)] {
+    // One core at low priority: the forwards that run meanwhile (from the mapped weights) come first.
+    omp_set_num_threads(1);
+    ::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 10);
+    for (const MatMul* m : todo) {
+      if (stop_preparing_ || process_exiting) break;
+      const size_t bytes = m->weight_bytes();
+      m->prepare();
+      bytes_prepared_ += bytes;
+    }
+    std::lock_guard<std::mutex> lock(preparers_mutex);
+    --preparers_running;
+    preparers_done.notify_all();
+  });
+}
+
+double Transformer::weights_prepared() const {
+  return bytes_to_prepare_ == 0
+             ? 1.0
+             : static_cast<double>(bytes_prepared_) / static_cast<double>(bytes_to_prepare_);
+}
 
 size_t Transformer::weight_bytes() const {
   size_t bytes = 0;

@@ -8,10 +8,12 @@
 // (model/family.h, model/families/) maps its config.json and tensor names onto this.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <thread>
 #include <vector>
 
 #include "dllm/dllm.h"
@@ -103,7 +105,12 @@ struct TransformerWeights {
 class Transformer final : public Model {
  public:
   Transformer(TransformerConfig config, std::unique_ptr<Checkpoint> checkpoint, TransformerWeights weights);
+  ~Transformer() override;  // stops the background preparation
   const ModelInfo& info() const override { return config_.info; }
+  // Reorder the matrices held in place (WeightLayout::kMappedThenBackground) into their faster layout on a
+  // background thread, one at a time, in forward order, while forwards run on the mapped ones.
+  void prepare_weights_in_background();
+  double weights_prepared() const override;
   Expected<std::vector<float>> forward(const ForwardInput& input) override;
   // Bytes of the weights as held at run time: matrices (f32 / bf16 / 8-bit), the embedding table (mapped or
   // owned; counted once when it is the tied 8-bit head) and the norm / bias vectors.
@@ -149,6 +156,10 @@ class Transformer final : public Model {
   std::vector<float> x_, h_, q_, k_, v_, att_, gate_, up_;
   std::vector<float> router_, expert_rows_, expert_out_;  // MoE scratch: logits, each expert's output rows, y
   MoeStats moe_stats_;
+  std::thread preparer_;
+  std::atomic<bool> stop_preparing_{false};
+  size_t bytes_to_prepare_ = 0;
+  std::atomic<size_t> bytes_prepared_{0};
 };
 
 }  // namespace dllm

@@ -59,6 +59,28 @@ TEST_P(LinearTest, AccumulateAddsToOutput) {
   EXPECT_LT(relative_error(got, want), 1e-5f);
 }
 
+// A weight multiplied where it lies (a mapped file): nothing copied (the product reads the caller's buffer,
+// so changing it changes the result), within the reference tolerance, and the same bits as the copied weight.
+TEST_P(LinearTest, F32InPlaceReadsTheBufferAndGivesTheCopiedWeightsBits) {
+  const auto [m, n, k] = GetParam();
+  auto x = random_values(m * k, 1.0f, 6);
+  auto w = std::make_shared<std::vector<float>>(random_values(n * k, 0.05f, 7));
+  std::vector<float> want(m * n), copied(m * n), got(m * n);
+  ref::matmul(x.data(), w->data(), m, n, k, want.data());
+  Linear copy(w->data(), DType::kF32, n, k, ComputeType::kF32);
+  copy.forward(x.data(), m, copied.data());
+  const Linear lin = Linear::in_place(w->data(), DType::kF32, n, k, ComputeType::kF32, w);
+  EXPECT_TRUE(lin.weight_in_place());
+  EXPECT_EQ(lin.weight_bytes(), static_cast<size_t>(n * k) * sizeof(float));
+  lin.forward(x.data(), m, got.data());
+  EXPECT_LT(relative_error(got, want), 1e-5f);
+  EXPECT_EQ(got, copied) << "the in-place weight must give the copied weight's bits";
+  for (auto& v : *w) v *= 2;
+  lin.forward(x.data(), m, got.data());
+  for (size_t i = 0; i < want.size(); ++i) want[i] *= 2;
+  EXPECT_LT(relative_error(got, want), 1e-5f) << "the product must read the buffer it was given";
+}
+
 TEST_P(LinearTest, Bf16StoredWeights) {
   const auto [m, n, k] = GetParam();
   auto x = random_values(m * k, 1.0f, 6), w = random_values(n * k, 0.05f, 7);

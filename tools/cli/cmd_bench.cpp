@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <optional>
+#include <thread>
 
 #include "ar/ar_session.h"
 #include "cache/kv_cache.h"
@@ -38,7 +40,46 @@ struct BenchOptions {
   bool json = false;
   bool ar = false;  // autoregressive: prompt processing and token generation, as llama-bench
   int64_t pp = 256, tg = 64;
+  int64_t first_tokens = 64;  // the canvas of the cold start's first forward
 };
+
+// A replica's cold start (-m only): the load, then the first denoising forward of a short request (a
+// --first-tokens canvas: a short prompt and its answer's masks; its first committed token comes out of this
+// forward), then the wait until background preparation (WeightLayout) is done, so that the timed forwards
+// measure the steady state.
+struct ColdStart {
+  double load_seconds = 0, first_forward_seconds = 0, prepared_after_seconds = 0;
+  int64_t first_tokens = 0;
+  nlohmann::json to_json() const {
+    return {{"load_seconds", load_seconds},
+            {"first_forward_seconds", first_forward_seconds},
+            {"load_to_first_token_seconds", load_seconds + first_forward_seconds},
+            {"first_forward_tokens", first_tokens},
+            {"weights_prepared_after_seconds", prepared_after_seconds}};
+  }
+};
+
+ColdStart measure_cold_start(Model& model, double load_seconds, int64_t first_tokens) {
+  ColdStart c;
+  c.load_seconds = load_seconds;
+  c.first_tokens = first_tokens;
+  const ModelInfo& mi = model.info();
+  std::vector<int32_t> tokens(static_cast<size_t>(first_tokens));
+  for (size_t i = 0; i < tokens.size(); ++i)
+    tokens[i] = i < tokens.size() / 4 || mi.mask_id < 0
+                    ? static_cast<int32_t>((i * 7919 + 13) % mi.vocab_size)
+                    : mi.mask_id;
+  ForwardInput in;
+  in.tokens = tokens;
+  in.logits_from = static_cast<int64_t>(tokens.size() / 4);
+  const auto t0 = std::chrono::steady_clock::now();
+  model.forward(in).value();
+  c.first_forward_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  while (model.weights_prepared() < 1.0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  c.prepared_after_seconds =
+      load_seconds + std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return c;
+}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -174,8 +215,20 @@ void run_bench(const BenchOptions& o) {
   if (o.logits_from < 0 || o.logits_from >= o.tokens) fail("--logits-from must be in [0, --tokens)");
   const Precision requested = parse_dtype(o.dtype);
   std::shared_ptr<Model> model;
+  std::optional<ColdStart> cold;
   if (!o.model.empty()) {
+    if (o.first_tokens <= 0) fail("--first-tokens must be > 0");
+    const auto t0 = std::chrono::steady_clock::now();
     model = load_model_or_throw(o.model, requested, o.threads, o.json);
+    const double load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    cold = measure_cold_start(*model, load_seconds, o.first_tokens);
+    if (!o.json)
+      std::printf(
+          "cold start loaded in %.2f s, first forward (%lld-position canvas) %.2f s: load to first token "
+          "%.2f s; weights in their final layout after %.2f s (--prepare %s)\n",
+          cold->load_seconds, static_cast<long long>(cold->first_tokens), cold->first_forward_seconds,
+          cold->load_seconds + cold->first_forward_seconds, cold->prepared_after_seconds,
+          prepare_flag().c_str());
   } else {
     if (!o.json) std::fprintf(stderr, "dllm: building random model '%s'...\n", o.shape.c_str());
     model = make_random_model(find_shape(o.shape), o.layers, requested, 1234,
@@ -349,7 +402,8 @@ void run_bench(const BenchOptions& o) {
         {"peak_int8_gops_measured", int8_products ? nlohmann::json(peak_int8) : nullptr},
         {"peak_int8_isa", int8_dot_peak_isa()},
         {"matmul_fraction_of_int8_peak", int8_products ? nlohmann::json(matmul_gflops / peak_int8) : nullptr},
-        {"time_fraction", breakdown}};
+        {"time_fraction", breakdown},
+        {"cold_start", cold ? cold->to_json() : nlohmann::json(nullptr)}};
     std::printf("%s\n", out.dump(2).c_str());
     return;
   }
@@ -416,6 +470,11 @@ void setup(CLI::App& app) {
                   "forward runs the --tokens block against them (block-diffusion models; one row)")
       ->capture_default_str();
   cmd->add_option("--repeat", o->repeat, "Timed forwards (the median is reported)")->capture_default_str();
+  cmd->add_option("--first-tokens", o->first_tokens,
+                  "With -m: the cold start's first forward runs a canvas of this many positions (a quarter "
+                  "prompt, the rest masks, as a short request's first denoising step); reported as load to "
+                  "first token before the timed forwards")
+      ->capture_default_str();
   cmd->add_flag(
       "--ar", o->ar,
       "Autoregressive models, as llama-bench: prompt processing (--pp tokens in one forward) and token "

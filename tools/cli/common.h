@@ -34,6 +34,8 @@ void add_weights_option(CLI::App* cmd);
 std::string& weights_flag();  // the --weights value as given
 std::string& experts_flag();  // --experts first-use | load | in-place
 ExpertPacking parse_experts(const std::string& name);
+std::string& prepare_flag();  // --prepare background | load | never
+WeightLayout parse_prepare(const std::string& name);
 // Loads and prints one line about the model to stderr unless quiet.
 std::shared_ptr<Model> load_model_or_throw(const std::string& path, Precision precision, int threads,
                                            bool quiet);
