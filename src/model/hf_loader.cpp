@@ -19,10 +19,18 @@ std::vector<float> load_vector(Checkpoint& ckpt, const std::string& name, const 
   return out;
 }
 
+// A matrix from the mapped checkpoint: in place unless the layout says to reorder it at load. No owner is
+// needed: the Transformer holds the checkpoint and destroys its weights first.
+Linear make_linear(const uint8_t* data, DType dtype, int64_t out, int64_t in, ComputeType compute,
+                   WeightLayout layout) {
+  if (layout == WeightLayout::kBlockedAtLoad) return Linear(data, dtype, out, in, compute);
+  return Linear::in_place(data, dtype, out, in, compute, nullptr);
+}
+
 Linear load_linear(Checkpoint& ckpt, const std::string& name, const std::vector<int64_t>& shape,
-                   ComputeType compute) {
+                   ComputeType compute, WeightLayout layout) {
   const TensorView& t = ckpt.take(name, shape);
-  return Linear(t.data, t.dtype, shape[0], shape[1], compute);
+  return make_linear(t.data, t.dtype, shape[0], shape[1], compute, layout);
 }
 
 }  // namespace
@@ -68,14 +76,15 @@ std::shared_ptr<Model> load_hf(const Family& family, std::unique_ptr<Checkpoint>
         const auto ranges = split_qkv_rows(c);
         MatMul* parts[3] = {&L.q, &L.k, &L.v};
         for (int p = 0; p < 3; ++p)
-          *parts[p] = Linear(t.data + static_cast<size_t>(ranges[p].first) * row_bytes, t.dtype,
-                             ranges[p].count, shape[1], ct);
+          *parts[p] = make_linear(t.data + static_cast<size_t>(ranges[p].first) * row_bytes, t.dtype,
+                                  ranges[p].count, shape[1], ct, options.layout);
       } else if (std::vector<MatMul>* experts = layer_experts(L, spec.role)) {
         for (int64_t e = 0; e < c.moe.experts; ++e)
-          (*experts)[e] = load_linear(*ckpt, tensor_name(spec.hf, i, e), shape, ct);
+          (*experts)[e] = load_linear(*ckpt, tensor_name(spec.hf, i, e), shape, ct, options.layout);
       } else if (MatMul* mat = layer_matrix(L, spec.role)) {
         // The router runs in f32 whatever the precision (LLaDA2MoeGate casts to float32).
-        *mat = load_linear(*ckpt, name, shape, spec.role == TensorRole::kRouter ? ComputeType::kF32 : ct);
+        *mat = load_linear(*ckpt, name, shape, spec.role == TensorRole::kRouter ? ComputeType::kF32 : ct,
+                           options.layout);
       } else {
         *layer_vector(L, spec.role) = load_vector(*ckpt, name, shape);
       }
@@ -86,14 +95,17 @@ std::shared_ptr<Model> load_hf(const Family& family, std::unique_ptr<Checkpoint>
   const auto head_shape = tensor_shape(TensorRole::kHead, c);
   if (c.tied_head) {
     if (family.tied_head_may_be_stored && ckpt->has(head)) ckpt->take(head, head_shape);
-    w.head = Linear(w.embedding->data, w.embedding->dtype, head_shape[0], head_shape[1], ct);
+    w.head =
+        make_linear(w.embedding->data, w.embedding->dtype, head_shape[0], head_shape[1], ct, options.layout);
   } else {
-    w.head = load_linear(*ckpt, head, head_shape, ct);
+    w.head = load_linear(*ckpt, head, head_shape, ct, options.layout);
   }
   ckpt->check_all_used();
 
   m.n_params = count_params(family, c);
-  return std::make_shared<Transformer>(std::move(c), std::move(ckpt), std::move(w));
+  auto model = std::make_shared<Transformer>(std::move(c), std::move(ckpt), std::move(w));
+  if (options.layout == WeightLayout::kMappedThenBackground) model->prepare_weights_in_background();
+  return model;
 }
 
 std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& options);  // gguf_loader.cpp

@@ -42,6 +42,12 @@ struct Metrics {
   Histogram request_seconds;     // from arrival to the last byte of the answer's text
   Histogram queue_seconds;       // waiting for a slot in the batch
   Histogram first_step_seconds;  // arrival to the first canvas (time to first draft / first token)
+  std::atomic<double> first_request_first_step_seconds{-1};  // the first request's (cold start); -1: none yet
+  void observe_first_step(double seconds) {
+    first_step_seconds.observe(seconds);
+    double none = -1;
+    first_request_first_step_seconds.compare_exchange_strong(none, seconds);
+  }
   Histogram forward_seconds;     // one (batched) model forward
   Histogram batch_rows;          // rows per forward
 };

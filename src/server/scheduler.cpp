@@ -318,8 +318,7 @@ void Scheduler::run_step(const std::vector<Pending>& group) {
         const StepEvent& ev = j.denoiser_->event();
         if (j.steps_++ == 0) {
           j.first_step = Clock::now();
-          metrics_.first_step_seconds.observe(
-              std::chrono::duration<double>(j.first_step - j.arrived).count());
+          metrics_.observe_first_step(std::chrono::duration<double>(j.first_step - j.arrived).count());
         }
         if (j.mode_ != Updates::kNone) j.publish(j.merge(ev));
         if (j.denoiser_->done()) {
@@ -425,7 +424,7 @@ void ArScheduler::run(Job& j) {
     ++metrics_.steps;
     if (j.steps_++ == 0) {
       j.first_step = now;
-      metrics_.first_step_seconds.observe(std::chrono::duration<double>(j.first_step - j.arrived).count());
+      metrics_.observe_first_step(std::chrono::duration<double>(j.first_step - j.arrived).count());
     }
     if (j.mode_ != Updates::kNone) j.publish(j.merge(ev));
     hold.yield();  // another model's forward may go before this one's next token

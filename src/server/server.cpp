@@ -96,6 +96,7 @@ struct Served {
   std::string name;
   ModelKind kind = ModelKind::kDiffusion;
   std::shared_ptr<Model> model;
+  double load_seconds = 0;         // how long its load took (ModelSpec)
   std::shared_ptr<Model> drafter;  // autoregressive models: speculative decoding (nullptr: none)
   DraftParams draft;
   TextCodec codec;
@@ -324,8 +325,19 @@ void App::routes(httplib::Server& s) {
       const int64_t q = m->metrics.queue_depth.load(), a = m->metrics.active_requests.load();
       queued += q;
       active += a;
-      models.push_back(
-          {{"id", m->name}, {"kind", kind_name(m->kind)}, {"queue_depth", q}, {"active_requests", a}});
+      // Cold start: a replica's load, then its first request's first token (the first denoised canvas; for
+      // an autoregressive model the first token): together what a new replica costs before it answers.
+      const double first = m->metrics.first_request_first_step_seconds.load();
+      json cold = {
+          {"load_seconds", m->load_seconds},
+          {"weights_prepared", m->model->weights_prepared()},
+          {"first_request_first_token_seconds", first >= 0 ? json(first) : json(nullptr)},
+          {"load_to_first_token_seconds", first >= 0 ? json(m->load_seconds + first) : json(nullptr)}};
+      models.push_back({{"id", m->name},
+                        {"kind", kind_name(m->kind)},
+                        {"queue_depth", q},
+                        {"active_requests", a},
+                        {"cold_start", cold}});
     }
     if (draining()) res.status = 503;  // a load balancer's health check takes the replica out
     json h = {{"status", draining() ? "draining" : "ok"},
@@ -849,6 +861,7 @@ int serve(const std::vector<ModelSpec>& models, const ServeOptions& options) {
       auto m = std::make_unique<Served>();
       m->name = spec.name;
       m->model = spec.model;
+      m->load_seconds = spec.load_seconds;
       m->drafter = spec.drafter;
       m->draft = spec.draft;
       const ModelInfo& model_info = spec.model->info();

@@ -23,6 +23,7 @@ struct ModelSpec {
   std::string path;  // where it was loaded from: its tokenizer.json / chat template are looked up there
   std::string tokenizer_dir;  // "" = path
   std::shared_ptr<Model> model;
+  double load_seconds = 0;  // reported by /health (cold start)
   // Autoregressive models: a diffusion drafter for speculative decoding (dllm::generate_speculative; the
   // caller has checked that it shares the tokenizer), or nullptr.
   std::shared_ptr<Model> drafter;

@@ -71,6 +71,13 @@ test('concurrent clients, some disconnecting mid-stream', async () => {
   assert.ok(cancelled >= cancelledBefore + 3, `cancelled ${cancelled - cancelledBefore} of 3`);
   const h = await (await fetch(`${URL}/health`)).json();
   assert.equal(h.status, 'ok');
+  // Cold start: the load, then the first request's first token, both measured once requests have run.
+  const cold = h.models[0].cold_start;
+  assert.ok(cold.load_seconds > 0, JSON.stringify(cold));
+  assert.equal(cold.weights_prepared, 1, JSON.stringify(cold));
+  assert.ok(cold.first_request_first_token_seconds > 0, JSON.stringify(cold));
+  assert.ok(Math.abs(cold.load_to_first_token_seconds - cold.load_seconds -
+                     cold.first_request_first_token_seconds) < 1e-9, JSON.stringify(cold));
 
   const result = {
     requests: seeds.length, tokens_per_request: settings.max_tokens,

@@ -1,6 +1,7 @@
 // `dllm serve`: an OpenAI-compatible HTTP server with streaming of the denoising and a web page
 // (docs/server.md); several models and the router behind model "auto": docs/hybrid.md.
 #include <cctype>
+#include <chrono>
 #include <filesystem>
 #include <optional>
 
@@ -88,7 +89,9 @@ void run_serve(ServeCliOptions& o) {
       if (other.name == name)
         fail("--model: two models are named '", name, "'; name them apart with --model NAME=PATH");
     if (name == "auto") fail("--model: 'auto' is the router's name; name the model otherwise (NAME=PATH)");
+    const auto t0 = std::chrono::steady_clock::now();
     spec.model = load_model_or_throw(path, parse_dtype(o.dtype), o.threads, s.quiet);
+    spec.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     specs.push_back(std::move(spec));
   }
   // --draft [NAME=]PATH: a diffusion drafter for the autoregressive model NAME (default: the first one).
