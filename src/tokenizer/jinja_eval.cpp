@@ -18,6 +18,7 @@ enum class Flow { Normal, Break, Continue };
 // server worker. Real templates use a few thousand steps and a few KiB, far below these.
 constexpr size_t kMaxRenderBytes = size_t{16} << 20;  // any one string, the output included
 constexpr int64_t kMaxRangeItems = int64_t{1} << 20;
+constexpr int kMaxEvalDepth = 256;  // nested expressions, statements and macro calls (a recursive macro)
 constexpr int64_t kMaxRenderSteps = int64_t{1} << 22;  // statements, loop iterations and expressions
 
 bool is_space(char c) {
@@ -69,6 +70,16 @@ class Evaluator {
   void count_step(const Node& n) {
     if (++steps_ > kMaxRenderSteps) err(n, "the template ran more than ", kMaxRenderSteps, " steps; stopped");
   }
+  // Bounds the evaluator's recursion, which follows the template's nesting and its macros' calls, so that an
+  // outside template fails with an error instead of overflowing the stack.
+  struct DepthGuard {
+    DepthGuard(Evaluator& e, const Node& n) : ev(e) {
+      if (++ev.depth_ > kMaxEvalDepth)
+        ev.err(n, "the template nests deeper than ", kMaxEvalDepth, " levels (a recursive macro?)");
+    }
+    ~DepthGuard() { --ev.depth_; }
+    Evaluator& ev;
+  };
   void check_size(const Node& n, size_t bytes) const {
     if (bytes > kMaxRenderBytes)
       err(n, "the template built a string over ", kMaxRenderBytes >> 20, " MiB; stopped");
@@ -106,6 +117,7 @@ class Evaluator {
 
   Flow exec(const Node& n, std::string& out) {
     count_step(n);
+    const DepthGuard depth(*this, n);
     switch (n.kind) {
       case NK::Text:
         out += n.s;
@@ -259,6 +271,7 @@ class Evaluator {
   // ---- expressions ----
   Value eval(const Node& n) {
     count_step(n);
+    const DepthGuard depth(*this, n);
     switch (n.kind) {
       case NK::Literal:
         return n.value;
@@ -1173,6 +1186,7 @@ class Evaluator {
   std::string name_;
   std::vector<std::map<std::string, Value>> scopes_;
   int64_t steps_ = 0;
+  int depth_ = 0;
 };
 
 }  // namespace

@@ -275,6 +275,10 @@ std::vector<Tok> lex_expr(const std::string& s, const std::string& name, int lin
 
 // ---- parser ----
 
+// The parser recurses on nested parentheses, brackets, unary operators and blocks: bounded, so that an
+// outside template fails with an error instead of overflowing the stack.
+constexpr int kMaxParseDepth = 256;
+
 class Parser {
  public:
   Parser(std::vector<Chunk> chunks, std::string name) : chunks_(std::move(chunks)), name_(std::move(name)) {}
@@ -292,8 +296,18 @@ class Parser {
     fail(name_, ": line ", line, ": ", std::forward<P>(parts)...);
   }
 
+  struct DepthGuard {
+    explicit DepthGuard(Parser& p) : parser(p) {
+      if (++parser.depth_ > kMaxParseDepth)
+        parser.fail_at(parser.line_, "the template nests deeper than ", kMaxParseDepth, " levels");
+    }
+    ~DepthGuard() { --parser.depth_; }
+    Parser& parser;
+  };
+
   // Parses statements into `out` until one of `ends` (returned) or the end of input ("").
   std::string parse_block(std::vector<NodePtr>& out, const std::vector<std::string>& ends) {
+    const DepthGuard depth(*this);
     while (pos_ < chunks_.size()) {
       const Chunk& c = chunks_[pos_++];
       line_ = c.line;
@@ -470,6 +484,7 @@ class Parser {
   }
 
   NodePtr expr() {
+    const DepthGuard depth(*this);
     NodePtr e = or_expr();
     if (accept_name("if")) {
       auto n = mk(NK::Cond);
@@ -499,6 +514,7 @@ class Parser {
     return l;
   }
   NodePtr not_expr() {
+    const DepthGuard depth(*this);
     if (accept_name("not")) {
       auto n = mk(NK::Not);
       n->a.push_back(not_expr());
@@ -548,6 +564,7 @@ class Parser {
   NodePtr math2() { return binary_chain(&Parser::power, {"*", "/", "//", "%"}); }
   NodePtr power() { return binary_chain(&Parser::unary, {"**"}); }
   NodePtr unary() {
+    const DepthGuard depth(*this);
     if (accept("-")) {
       auto n = mk(NK::Neg);
       n->a.push_back(unary());
@@ -739,6 +756,7 @@ class Parser {
   std::string name_;
   size_t pos_ = 0;
   int line_ = 1;
+  int depth_ = 0;  // DepthGuard
   std::vector<Tok> toks_;
   size_t tp_ = 0;
 };

@@ -183,6 +183,15 @@ TEST(ChatTemplate, ArithmeticOverflowAndRunawayTemplatesAreErrors) {
   expect_error("{{ 'x' * 9223372036854775807 }}", "over 16 MiB");
   expect_error("{{ 'abc' | indent(100000000000) }}", "over 16 MiB");
   expect_error("{% for i in range(1000000) %}{{ 'x' * 100 }}{% endfor %}", "over 16 MiB");
+  expect_error("{% macro f(x) %}{{ f(x) }}{% endmacro %}{{ f(1) }}", "nests deeper than 256 levels");
+  expect_error("{{ " + std::string(300, '(') + "1" + std::string(300, ')') + " }}",
+               "nests deeper than 256 levels");
+  std::string chain = "{{ 1";
+  for (int i = 0; i < 300; ++i) chain += " + 1";
+  expect_error(chain + " }}", "nests deeper than 256 levels");
+  std::string nested_ifs;
+  for (int i = 0; i < 300; ++i) nested_ifs += "{% if true %}";
+  expect_error(nested_ifs, "nests deeper than 256 levels");
   expect_error("{% for i in range(3000) %}{% for j in range(3000) %}{% endfor %}{% endfor %}",
                "more than 4194304 steps");
 }
