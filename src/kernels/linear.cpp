@@ -1,7 +1,6 @@
 #include "kernels/linear.h"
 
 #include <cblas.h>
-#include <sys/mman.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -10,6 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/huge_pages.h"
 #include "kernels/gemm_small_m.h"
 #include "kernels/onednn.h"
 #include "kernels/profile.h"
@@ -26,18 +26,6 @@ namespace {
 constexpr int64_t kPackingRows = 256;
 
 DT compute_dt(ComputeType c) { return c == ComputeType::kBF16 ? DT::bf16 : DT::f32; }
-
-// A weight buffer on transparent huge pages where the kernel allows them (THP "madvise" mode, Debian's
-// default): the first touch of every 4 KiB page of fresh memory is a page fault, and on the VMs we run on a
-// fault costs ~15 us, so filling 2.3 GB of 4 KiB pages took 7-9 s against ~1.5 s on 2 MiB pages.
-std::shared_ptr<void> huge_page_buffer(size_t bytes) {
-  constexpr size_t kHuge = size_t{2} << 20;
-  const size_t size = (bytes + kHuge - 1) / kHuge * kHuge;
-  void* p = std::aligned_alloc(kHuge, size);
-  if (!p) fail("out of memory: a weight buffer of ", bytes, " bytes");
-  ::madvise(p, size, MADV_HUGEPAGE);  // a hint: without THP the pages are 4 KiB, nothing else changes
-  return std::shared_ptr<void>(p, std::free);
-}
 
 // oneDNN memory for `md` in a huge-page buffer, which `keep` then owns.
 memory weight_memory(const memory::desc& md, std::shared_ptr<void>& keep) {

@@ -145,19 +145,24 @@ int64_t rope_pair_heads(const TensorSpec& spec, const TransformerConfig& config)
   return spec.role == TensorRole::kQ ? config.info.n_heads : config.info.n_kv_heads;
 }
 
-std::vector<uint8_t> permute_rope_rows(const uint8_t* rows, size_t row_bytes, int64_t n_rows, int64_t heads,
-                                       bool to_gguf, const std::string& what) {
+void permute_rope_rows_into(const uint8_t* rows, size_t row_bytes, int64_t n_rows, int64_t heads,
+                            bool to_gguf, const std::string& what, uint8_t* out) {
   if (heads <= 0 || n_rows % heads != 0 || (n_rows / heads) % 2 != 0)
     fail(what, ": ", n_rows, " rows do not split into ", heads, " heads of even size");
   const int64_t hd = n_rows / heads, half = hd / 2;
-  std::vector<uint8_t> out(static_cast<size_t>(n_rows) * row_bytes);
   for (int64_t h = 0; h < heads; ++h)
     for (int64_t j = 0; j < half; ++j)
       for (int64_t t = 0; t < 2; ++t) {
         const int64_t hf = h * hd + t * half + j, gguf = h * hd + 2 * j + t;
         const int64_t from = to_gguf ? hf : gguf, to = to_gguf ? gguf : hf;
-        std::memcpy(out.data() + to * row_bytes, rows + from * row_bytes, row_bytes);
+        std::memcpy(out + to * row_bytes, rows + from * row_bytes, row_bytes);
       }
+}
+
+std::vector<uint8_t> permute_rope_rows(const uint8_t* rows, size_t row_bytes, int64_t n_rows, int64_t heads,
+                                       bool to_gguf, const std::string& what) {
+  std::vector<uint8_t> out(static_cast<size_t>(n_rows) * row_bytes);
+  permute_rope_rows_into(rows, row_bytes, n_rows, heads, to_gguf, what, out.data());
   return out;
 }
 

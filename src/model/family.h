@@ -127,6 +127,9 @@ int64_t rope_pair_heads(const TensorSpec& spec, const TransformerConfig& config)
 // tensor.
 std::vector<uint8_t> permute_rope_rows(const uint8_t* rows, size_t row_bytes, int64_t n_rows, int64_t heads,
                                        bool to_gguf, const std::string& what);
+// The same into `out` (n_rows * row_bytes bytes, not overlapping `rows`).
+void permute_rope_rows_into(const uint8_t* rows, size_t row_bytes, int64_t n_rows, int64_t heads,
+                            bool to_gguf, const std::string& what, uint8_t* out);
 
 // An empty layer with the slots its kind needs (the experts' MoeWeights on mixture-of-experts layers).
 LayerWeights make_layer(const TransformerConfig& config, int64_t layer);

@@ -18,6 +18,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/huge_pages.h"
 #include "io/gguf.h"
 #include "kernels/quant/linear_ggml.h"
 #include "kernels/quant/linear_packed.h"
@@ -111,10 +112,17 @@ class TensorTaker {
       return blocks(t.type, moved->data(), out, in, ct, true, false, moved);
     }
     if (want_q8(t.type, in)) return q8(t, out, in, rope_heads);
-    auto w = std::make_shared<const std::vector<float>>(f32(t, rope_heads));
-    if (layout_ == WeightLayout::kBlockedAtLoad) return Linear(w->data(), DType::kF32, out, in, ct);
-    return Linear::in_place(w->data(), DType::kF32, out, in, ct,
-                            w);  // rows already moved: hold them as they are
+    const DType dt = *plain_dtype(t.type);
+    if (layout_ != WeightLayout::kBlockedAtLoad) {
+      // Rows moved back to HF order straight from the mapping into one buffer, then held as they are.
+      const size_t row_bytes = static_cast<size_t>(in) * dtype_size(dt);
+      auto moved = huge_page_buffer(row_bytes * static_cast<size_t>(out));
+      permute_rope_rows_into(t.data, row_bytes, out, rope_heads, /*to_gguf=*/false,
+                             file_->path() + ": tensor '" + name + "'", static_cast<uint8_t*>(moved.get()));
+      return Linear::in_place(moved.get(), dt, out, in, ct, moved);
+    }
+    const std::vector<float> w = f32(t, rope_heads);
+    return Linear(w.data(), DType::kF32, out, in, ct);
   }
 
   // Rows [first, first + count) of a tensor seen as rows of `in` values: q, k or v of a fused attn_qkv, one
