@@ -27,6 +27,16 @@ constexpr int64_t kPackingRows = 256;
 
 DT compute_dt(ComputeType c) { return c == ComputeType::kBF16 ? DT::bf16 : DT::f32; }
 
+// The weight layout oneDNN picks for a typical matmul of this shape (its blocked layout).
+memory::desc blocked_weight_desc(int64_t in, int64_t out, ComputeType compute) {
+  const DT dt = compute_dt(compute);
+  memory::desc src_any({kPackingRows, in}, dt, Tag::ab);
+  memory::desc wei_any({in, out}, dt, Tag::any);
+  memory::desc dst_md({kPackingRows, out}, DT::f32, Tag::ab);
+  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src_any, wei_any, dst_md), onednn_engine())
+      .weights_desc();
+}
+
 // oneDNN memory for `md` in a huge-page buffer, which `keep` then owns.
 memory weight_memory(const memory::desc& md, std::shared_ptr<void>& keep) {
   keep = huge_page_buffer(md.get_size());
@@ -118,13 +128,8 @@ Linear::Linear(const void* weight, DType stored, int64_t out_features, int64_t i
     return;
   }
   auto& eng = onednn_engine();
-  const DT dt = compute_dt(compute_);
   // Let oneDNN pick the weight layout for a typical matmul, then reorder the weight into it once.
-  memory::desc src_any({kPackingRows, in_}, dt, Tag::ab);
-  memory::desc wei_any({in_, out_}, dt, Tag::any);
-  memory::desc dst_md({kPackingRows, out_}, DT::f32, Tag::ab);
-  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src_any, wei_any, dst_md), eng);
-  impl_->weight_md = pd.weights_desc();
+  impl_->weight_md = blocked_weight_desc(in_, out_, compute_);
   impl_->weight = weight_memory(impl_->weight_md, impl_->weight_buffer);
 
   // The stored [N, K] row-major weight is [K, N] with layout "ba". F16 goes through f32 first.
@@ -195,12 +200,7 @@ size_t Linear::prepare() const {
   if (!preparable()) return 0;
   Impl& im = *impl_;
   auto& eng = onednn_engine();
-  const DT dt = compute_dt(compute_);
-  memory::desc src_any({kPackingRows, in_}, dt, Tag::ab);
-  memory::desc wei_any({in_, out_}, dt, Tag::any);
-  memory::desc dst_md({kPackingRows, out_}, DT::f32, Tag::ab);
-  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src_any, wei_any, dst_md), eng);
-  const memory::desc blocked_md = pd.weights_desc();
+  const memory::desc blocked_md = blocked_weight_desc(in_, out_, compute_);
   if (blocked_md == im.weight_md) {  // the plain layout is already oneDNN's choice
     std::lock_guard<std::mutex> lock(im.mutex);
     im.reorder_pending = false;  // the weight stays where it lies
