@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/huge_pages.h"
 #include "kernels/gemm_small_m.h"
+#include "kernels/gemv_bf16.h"
 #include "kernels/onednn.h"
 #include "kernels/profile.h"
 
@@ -41,6 +42,20 @@ memory::desc blocked_weight_desc(int64_t in, int64_t out, ComputeType compute) {
 memory weight_memory(const memory::desc& md, std::shared_ptr<void>& keep) {
   keep = huge_page_buffer(md.get_size());
   return memory(md, onednn_engine(), keep.get());
+}
+
+// K as padded in `md` when it is the bf16 layout gemv_bf16_blocked reads on this CPU, else 0.
+// DLLM_BF16_GEMV=0 leaves those rows to oneDNN (for A/B timing).
+int64_t gemv_k_padded(const memory::desc& md, int64_t in, int64_t out) {
+  static const bool enabled = [] {
+    const char* env = std::getenv("DLLM_BF16_GEMV");
+    if (!env || std::string(env) == "1") return true;
+    if (std::string(env) == "0") return false;
+    fail("DLLM_BF16_GEMV='", env, "' must be 0 (oneDNN for few rows) or 1 (the hand-written kernel)");
+  }();
+  if (!enabled || !gemv_bf16_blocked_supported()) return 0;
+  if (md != memory::desc({in, out}, DT::bf16, Tag::BA16a64b2a)) return 0;
+  return md.data.padded_dims[0];
 }
 
 }  // namespace
@@ -98,6 +113,8 @@ struct Linear::Impl {
   };
   mutable std::map<std::pair<int64_t, bool>, Prim> by_rows;
   mutable std::vector<uint16_t> bf16_scratch;
+  // > 0: the weight is in the layout gemv_bf16_blocked reads, K padded to this; few-row products go there.
+  int64_t gemv_k_padded = 0;
 
   const void* weight_rows() const {
     if (mapped) return mapped;
@@ -131,6 +148,7 @@ Linear::Linear(const void* weight, DType stored, int64_t out_features, int64_t i
   // Let oneDNN pick the weight layout for a typical matmul, then reorder the weight into it once.
   impl_->weight_md = blocked_weight_desc(in_, out_, compute_);
   impl_->weight = weight_memory(impl_->weight_md, impl_->weight_buffer);
+  impl_->gemv_k_padded = gemv_k_padded(impl_->weight_md, in_, out_);
 
   // The stored [N, K] row-major weight is [K, N] with layout "ba". F16 goes through f32 first.
   std::vector<float> staged;
@@ -196,6 +214,12 @@ bool Linear::preparable() const {
   return impl_->reorder_pending;
 }
 
+bool Linear::few_rows_on_gemv() const {
+  if (!impl_) return false;
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->gemv_k_padded > 0;
+}
+
 size_t Linear::prepare() const {
   if (!preparable()) return 0;
   Impl& im = *impl_;
@@ -216,6 +240,7 @@ size_t Linear::prepare() const {
   im.weight_md = blocked_md;
   im.weight = blocked;
   im.weight_buffer = std::move(buffer);
+  im.gemv_k_padded = gemv_k_padded(blocked_md, in_, out_);
   im.by_rows.clear();  // primitives made for the plain layout
   im.mapped = nullptr;
   im.owner.reset();
@@ -273,6 +298,16 @@ void Linear::forward(const float* x, int64_t rows, float* y, bool accumulate) co
   if (impl_->backend == MatmulBackend::kOpenBlas) return forward_openblas(x, rows, y, accumulate);
   auto& eng = onednn_engine();
   std::lock_guard<std::mutex> lock(impl_->mutex);
+  if (const int64_t kp = impl_->gemv_k_padded; kp > 0 && rows <= kGemvBf16MaxRows) {
+    // Token generation's one row (and a few): the hand-written kernel on the same blocked buffer.
+    std::vector<uint16_t>& xb = impl_->bf16_scratch;
+    xb.assign(static_cast<size_t>(rows * kp), 0);
+    for (int64_t r = 0; r < rows; ++r)
+      convert_f32_to_bf16(x + r * in_, xb.data() + r * kp, static_cast<size_t>(in_));
+    gemv_bf16_blocked(xb.data(), rows, static_cast<const uint16_t*>(impl_->weight.get_data_handle()), out_,
+                      kp, y, accumulate);
+    return;
+  }
   auto key = std::make_pair(rows, accumulate);
   auto it = impl_->by_rows.find(key);
   if (it == impl_->by_rows.end()) {

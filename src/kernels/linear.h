@@ -57,6 +57,9 @@ class Linear {
   // nothing to do).
   size_t prepare() const;
   bool preparable() const;  // in place, on oneDNN, not yet prepared
+  // Products of up to kGemvBf16MaxRows rows run on gemv_bf16_blocked (bf16 weights in oneDNN's BA16a64b2a
+  // layout on an AVX512_BF16 CPU) instead of oneDNN's matmul.
+  bool few_rows_on_gemv() const;
 
  private:
   void forward_openblas(const float* x, int64_t rows, float* y, bool accumulate) const;

@@ -6,6 +6,7 @@
 
 #include "core/dtype.h"
 #include "kernels/gemm_small_m.h"
+#include "kernels/gemv_bf16.h"
 #include "kernels/linear.h"
 #include "kernels/ops.h"
 #include "kernels/ref/reference.h"
@@ -175,6 +176,73 @@ TEST(Kernels, SmallRowGemmMatchesReference) {
       }
     }
   }
+}
+
+// oneDNN's BA16a64b2a layout written out by hand, from the row-major [n, k] bf16 weight: for each block of 64
+// columns, each block of 32 k, 16 k-pairs x 64 columns x 2; padding (k to 32, n to 64) is zero.
+std::vector<uint16_t> pack_ba16a64b2a(const std::vector<uint16_t>& w, int64_t n, int64_t k,
+                                      int64_t k_padded) {
+  const int64_t n_padded = (n + 63) / 64 * 64;
+  std::vector<uint16_t> out(static_cast<size_t>(n_padded * k_padded), 0);
+  size_t o = 0;
+  for (int64_t nb = 0; nb < n_padded; nb += 64)
+    for (int64_t kb = 0; kb < k_padded; kb += 32)
+      for (int64_t p = 0; p < 16; ++p)
+        for (int64_t c = 0; c < 64; ++c)
+          for (int64_t e = 0; e < 2; ++e, ++o) {
+            const int64_t row = nb + c, col = kb + 2 * p + e;
+            if (row < n && col < k) out[o] = w[row * k + col];
+          }
+  return out;
+}
+
+// The few-row bf16 kernel: products of bf16-rounded activations and weights, summed in f32, so it must match
+// the f32 reference on the rounded values to f32 accuracy. Ragged shapes (n not a multiple of 64, k not of
+// 32), each row count, with and without accumulation; directly on a hand-packed weight, then through Linear,
+// whose oneDNN-reordered buffer it reads.
+TEST(Kernels, Bf16GemvOnBlockedWeightsMatchesReference) {
+  if (!gemv_bf16_blocked_supported())
+    GTEST_SKIP()
+        << "this CPU has no AVX512_BF16: the few-row bf16 kernel cannot run (oneDNN does those rows)";
+  int linear_cases_on_gemv = 0;
+  for (auto [n, k] : {std::pair<int64_t, int64_t>{64, 32}, {33, 65}, {130, 200}, {896, 896}, {128, 4864}}) {
+    const int64_t k_padded = (k + 31) / 32 * 32;
+    auto w = random_values(n * k, 0.05f, 40 + n);
+    const StoredWeights sw = store_as(DType::kBF16, w);
+    const std::vector<uint16_t> packed = pack_ba16a64b2a(sw.bits, n, k, k_padded);
+    const Linear lin(sw.bits.data(), DType::kBF16, n, k, ComputeType::kBF16);
+    linear_cases_on_gemv += lin.few_rows_on_gemv();
+    for (int64_t m = 1; m <= kGemvBf16MaxRows + 1; ++m) {
+      const auto x = random_values(m * k, 1.0f, 41 + m);
+      std::vector<uint16_t> xb(static_cast<size_t>(m * k_padded), 0);
+      std::vector<float> x_rounded(x.size());
+      for (int64_t r = 0; r < m; ++r)
+        for (int64_t i = 0; i < k; ++i) {
+          xb[r * k_padded + i] = f32_to_bf16(x[r * k + i]);
+          x_rounded[r * k + i] = bf16_to_f32(xb[r * k_padded + i]);
+        }
+      std::vector<float> want(m * n);
+      ref::matmul(x_rounded.data(), sw.values.data(), m, n, k, want.data());
+      const auto base = random_values(m * n, 1.0f, 42);
+      std::vector<float> want_sum = want;
+      for (size_t i = 0; i < want.size(); ++i) want_sum[i] += base[i];
+      for (bool accumulate : {false, true}) {
+        const std::string where = "n=" + std::to_string(n) + " k=" + std::to_string(k) +
+                                  " m=" + std::to_string(m) + (accumulate ? " accumulate" : "");
+        const std::vector<float>& expected = accumulate ? want_sum : want;
+        if (m <= kGemvBf16MaxRows) {
+          std::vector<float> got = accumulate ? base : std::vector<float>(m * n, 7.0f);
+          gemv_bf16_blocked(xb.data(), m, packed.data(), n, k_padded, got.data(), accumulate);
+          EXPECT_LT(relative_error(got, expected), 1e-5f) << "kernel " << where;
+        }
+        std::vector<float> got = accumulate ? base : std::vector<float>(m * n, 7.0f);
+        lin.forward(x.data(), m, got.data(), accumulate);
+        EXPECT_LT(relative_error(got, expected), 1e-5f) << "Linear " << where;
+      }
+    }
+  }
+  // oneDNN picks BA16a64b2a for the model-sized shapes at least; the kernel must have served them.
+  EXPECT_GE(linear_cases_on_gemv, 2);
 }
 
 // 16-bit weights with many rows go through sgemm one widened panel at a time: a K this large makes the panel

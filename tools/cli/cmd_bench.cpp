@@ -114,6 +114,18 @@ FlopCount count_flops(const TransformerConfig& c, int64_t batch, int64_t seq, in
   return f;
 }
 
+// The peak the floating-point products are held to. vdpbf16ps does two multiply-adds per f32 lane: the bf16
+// peak is twice the f32 FMA peak where it exists; where AMX-BF16 is, oneDNN multiplies on tiles, and its
+// measured tdpbf16ps peak applies. Without bf16 hardware, bf16 weights are multiplied in f32: the f32 FMA
+// peak applies.
+std::pair<double, const char*> float_product_peak(Precision precision, double peak_f32) {
+  const bool bf16_math = precision == Precision::kBF16 && bf16_matmul_supported();
+  const double peak_amx_bf16 = bf16_math ? measure_amx_bf16_peak_gflops(0.5) : 0;
+  if (peak_amx_bf16 > 0) return {peak_amx_bf16, "bf16 (AMX-BF16 tdpbf16ps)"};
+  if (bf16_math) return {2 * peak_f32, "bf16 (2x f32 FMA)"};
+  return {peak_f32, "f32 FMA"};
+}
+
 // --ar: llama-bench's two numbers for an autoregressive model. pp: a fresh prompt of `pp` tokens in one
 // causal forward (tokens/s, GFLOP/s and % of the f32 FMA peak); tg: `tg` tokens one forward each after a
 // one-token prompt (tokens/s, the weight bytes each token reads, and that rate against the measured memory
@@ -141,9 +153,13 @@ void run_ar_bench(const BenchOptions& o, Model& model, Transformer& transformer)
     ArSession s(model);
     pp_times.push_back(seconds([&] { s.advance(prompt); }));
   }
+  // tg's kernels are timed (one clock read per kernel call), so the report can say where a token's time goes
+  // and how fast the matrices alone stream.
+  KernelProfile::reset();
   for (int r = 0; r < o.repeat; ++r) {
     ArSession s(model);
     s.advance(std::span<const int32_t>(prompt.data(), 1));
+    KernelProfile::enabled = true;
     tg_times.push_back(seconds([&] {
       int32_t token = prompt[0];
       for (int64_t i = 0; i < o.tg; ++i) {
@@ -151,8 +167,10 @@ void run_ar_bench(const BenchOptions& o, Model& model, Transformer& transformer)
         token = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
       }
     }));
+    KernelProfile::enabled = false;
   }
   peak_f32 = std::max(peak_f32, measure_f32_fma_peak_gflops(0.5));
+  const auto [peak, peak_kind] = float_product_peak(mi.precision, peak_f32);
   const double bandwidth = measure_memory_read_gbs(0.5);
   const bool int8_products =
       transformer.packed_matrices() + transformer.ggml_matrices() + transformer.q8_matrices() > 0;
@@ -166,6 +184,18 @@ void run_ar_bench(const BenchOptions& o, Model& model, Transformer& transformer)
   // Every matrix (the head included) is read once per generated token; of the embedding table, one row.
   const double bytes_per_token = static_cast<double>(transformer.matrix_bytes());
   const double tg_gbs = bytes_per_token * tg_tok_s / 1e9;
+  const double tg_total = std::accumulate(tg_times.begin(), tg_times.end(), 0.0);
+  nlohmann::json tg_breakdown = nlohmann::json::object();
+  double kernel_sum = 0;
+  for (int k = 0; k < static_cast<int>(KernelKind::kCount); ++k) {
+    kernel_sum += KernelProfile::seconds[k];
+    tg_breakdown[KernelProfile::name(static_cast<KernelKind>(k))] = KernelProfile::seconds[k] / tg_total;
+  }
+  tg_breakdown["rest (embedding, glue, sampling)"] = std::max(0.0, 1.0 - kernel_sum / tg_total);
+  // The matrices' own streaming rate: every matrix's bytes per token over the time inside matmul kernels.
+  const double tg_tokens_timed = static_cast<double>(o.tg * o.repeat);
+  const double tg_matmul_gbs =
+      bytes_per_token * tg_tokens_timed / KernelProfile::seconds[static_cast<int>(KernelKind::kMatmul)] / 1e9;
   if (o.json) {
     nlohmann::json out = {
         {"model", mi.path},
@@ -177,7 +207,9 @@ void run_ar_bench(const BenchOptions& o, Model& model, Transformer& transformer)
         {"pp_tokens_per_second", pp_tok_s},
         {"pp_gflops", pp_gflops},
         {"peak_f32_fma_gflops_measured", peak_f32},
-        {"pp_fraction_of_peak", pp_gflops / peak_f32},
+        {"peak_gflops", peak},
+        {"peak_kind", peak_kind},
+        {"pp_fraction_of_peak", pp_gflops / peak},
         {"peak_int8_gops_measured", int8_products ? nlohmann::json(peak_int8) : nullptr},
         {"pp_fraction_of_int8_peak", int8_products ? nlohmann::json(pp_gflops / peak_int8) : nullptr},
         {"tg_tokens_per_second", tg_tok_s},
@@ -185,6 +217,9 @@ void run_ar_bench(const BenchOptions& o, Model& model, Transformer& transformer)
         {"tg_gb_per_s", tg_gbs},
         {"memory_read_gb_per_s_measured", bandwidth},
         {"tg_fraction_of_bandwidth", tg_gbs / bandwidth},
+        {"tg_matmul_gb_per_s", tg_matmul_gbs},
+        {"tg_matmul_fraction_of_bandwidth", tg_matmul_gbs / bandwidth},
+        {"tg_time_fraction", tg_breakdown},
         {"pp_seconds_all", pp_times},
         {"tg_seconds_all", tg_times}};
     std::printf("%s\n", out.dump(2).c_str());
@@ -195,9 +230,9 @@ void run_ar_bench(const BenchOptions& o, Model& model, Transformer& transformer)
               static_cast<long long>(mi.d_model), static_cast<long long>(mi.vocab_size),
               omp_get_max_threads(), bytes_per_token / 1e9);
   std::printf(
-      "pp%-6lld   %.1f tokens/s (median of %d), %.1f GFLOP/s = %.1f%% of the measured %s f32 FMA peak %.1f\n",
-      static_cast<long long>(o.pp), pp_tok_s, o.repeat, pp_gflops, 100 * pp_gflops / peak_f32,
-      f32_fma_peak_isa(), peak_f32);
+      "pp%-6lld   %.1f tokens/s (median of %d), %.1f GFLOP/s = %.1f%% of the measured %s %s peak %.1f\n",
+      static_cast<long long>(o.pp), pp_tok_s, o.repeat, pp_gflops, 100 * pp_gflops / peak, f32_fma_peak_isa(),
+      peak_kind, peak);
   if (int8_products)
     std::printf(
         "           %.1f%% of the measured %s int8 multiply-add peak %.1f GOP/s (quantized matrices)\n",
@@ -206,6 +241,11 @@ void run_ar_bench(const BenchOptions& o, Model& model, Transformer& transformer)
       "tg%-6lld   %.2f tokens/s (median of %d), %.1f GB/s of weights = %.1f%% of the measured %.1f GB/s "
       "memory read bandwidth\n",
       static_cast<long long>(o.tg), tg_tok_s, o.repeat, tg_gbs, 100 * tg_gbs / bandwidth, bandwidth);
+  std::printf("           inside matmul kernels %.1f GB/s = %.1f%% of it; a token's time:", tg_matmul_gbs,
+              100 * tg_matmul_gbs / bandwidth);
+  for (const auto& [name, fraction] : tg_breakdown.items())
+    std::printf(" %s %.1f%%", name.c_str(), 100 * fraction.get<double>());
+  std::printf("\n");
 }
 
 void run_bench(const BenchOptions& o) {
@@ -297,15 +337,8 @@ void run_bench(const BenchOptions& o) {
   }
   KernelProfile::enabled = false;
   peak_f32 = std::max(peak_f32, measure_f32_fma_peak_gflops(0.5));
-  // vdpbf16ps does two multiply-adds per f32 lane: the bf16 peak is twice the f32 FMA peak where it exists;
-  // where AMX-BF16 is, oneDNN multiplies on tiles, and its measured tdpbf16ps peak applies. Without bf16
-  // hardware, bf16 weights are multiplied in f32: the f32 FMA peak applies.
   const bool bf16_math = mi.precision == Precision::kBF16 && bf16_matmul_supported();
-  const double peak_amx_bf16 = bf16_math ? measure_amx_bf16_peak_gflops(0.5) : 0;
-  const double peak = peak_amx_bf16 > 0 ? peak_amx_bf16 : bf16_math ? 2 * peak_f32 : peak_f32;
-  const char* peak_kind = peak_amx_bf16 > 0 ? "bf16 (AMX-BF16 tdpbf16ps)"
-                          : bf16_math       ? "bf16 (2x f32 FMA)"
-                                            : "f32 FMA";
+  const auto [peak, peak_kind] = float_product_peak(mi.precision, peak_f32);
   const double t = median(times);
   const FlopCount flops = count_flops(transformer->config(), o.batch, o.tokens, o.logits_from, o.context);
   const double gflops = flops.total() / t / 1e9;
