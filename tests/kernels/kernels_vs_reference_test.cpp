@@ -132,6 +132,23 @@ TEST_P(LinearTest, F16StoredWeights) {
   EXPECT_LT(relative_error(got, want), 1e-5f);
 }
 
+// F16 weights for bf16 products are rounded to bf16 at load (straight, not through an f32 copy): the product
+// must be bit for bit that of the same weights given as bf16 (f16 -> f32 is exact, then round to nearest
+// even).
+TEST_P(LinearTest, F16WeightsForBf16ProductsRoundLikeBf16Weights) {
+  const auto [m, n, k] = GetParam();
+  auto x = random_values(m * k, 1.0f, 10), w = random_values(n * k, 0.05f, 11);
+  std::vector<uint16_t> w_f16(w.size()), w_bf16(w.size());
+  for (size_t i = 0; i < w.size(); ++i) {
+    w_f16[i] = f32_to_f16(w[i]);
+    w_bf16[i] = f32_to_bf16(f16_to_f32(w_f16[i]));
+  }
+  std::vector<float> from_f16(m * n), from_bf16(m * n);
+  Linear(w_f16.data(), DType::kF16, n, k, ComputeType::kBF16).forward(x.data(), m, from_f16.data());
+  Linear(w_bf16.data(), DType::kBF16, n, k, ComputeType::kBF16).forward(x.data(), m, from_bf16.data());
+  EXPECT_EQ(from_f16, from_bf16);
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, LinearTest,
                          ::testing::Values(MatmulCase{1, 64, 128}, MatmulCase{7, 33, 65},
                                            MatmulCase{32, 384, 128}, MatmulCase{300, 96, 256}));
