@@ -1,5 +1,8 @@
 #include "kernels/matmul.h"
 
+#include <array>
+#include <cstdlib>
+#include <string>
 #include <type_traits>
 
 #include "core/error.h"
@@ -36,6 +39,32 @@ auto MatMul::with(F&& f) const {
 
 void MatMul::forward(const float* x, int64_t rows, float* y, bool accumulate) const {
   with([&](const auto& w) { w.forward(x, rows, y, accumulate); });
+}
+
+bool MatMul::grouping_enabled() {
+  // DLLM_GROUP_MATMULS=0 runs each matrix on its own (A/B timing of the grouped form).
+  static const bool enabled = [] {
+    const char* v = std::getenv("DLLM_GROUP_MATMULS");
+    return !(v && std::string(v) == "0");
+  }();
+  return enabled;
+}
+
+void MatMul::forward_group(std::span<const MatMul* const> ws, const float* x, int64_t rows,
+                           std::span<float* const> ys) {
+  if (ws.size() != ys.size())
+    fail("MatMul::forward_group: ", ws.size(), " matrices, ", ys.size(), " outputs");
+  constexpr size_t kMaxGroup = 8;
+  bool grouped = grouping_enabled() && ws.size() <= kMaxGroup;
+  for (const MatMul* w : ws)
+    grouped = grouped && w->is_packed() && quant::LinearPacked::can_group(*ws[0]->packed(), *w->packed());
+  if (!grouped) {
+    for (size_t i = 0; i < ws.size(); ++i) ws[i]->forward(x, rows, ys[i]);
+    return;
+  }
+  std::array<quant::LinearPacked::Output, kMaxGroup> outs;
+  for (size_t i = 0; i < ws.size(); ++i) outs[i] = {ws[i]->packed().get(), ys[i]};
+  quant::LinearPacked::forward_group({outs.data(), ws.size()}, x, rows);
 }
 
 void MatMul::dequantize_row(int64_t row, float* out) const {

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <variant>
 
 #include "kernels/linear.h"
@@ -32,6 +33,11 @@ class MatMul {
   MatMul(quant::LinearPacked packed);                         // NOLINT
 
   void forward(const float* x, int64_t rows, float* y, bool accumulate = false) const;
+  // ys[i] = x · ws[i]ᵀ for matrices of one input (q, k, v; gate, up): in one parallel region when all are
+  // packed panels of one type and width (quant::LinearPacked::forward_group), else one after another. The
+  // same bits either way.
+  static void forward_group(std::span<const MatMul* const> ws, const float* x, int64_t rows,
+                            std::span<float* const> ys);
   // Row `row` of W as f32 (an embedding lookup in a quantized table); fails for a Linear.
   void dequantize_row(int64_t row, float* out) const;
   // Another MatMul over the same quantized weights (a tied head and its embedding table); fails for a Linear.
@@ -52,6 +58,7 @@ class MatMul {
   bool preparable() const;  // a Linear that prepare() would reorder
 
  private:
+  static bool grouping_enabled();
   template <class F>
   auto with(F&& f) const;  // f(the Linear, the LinearQ8, the LinearGgml or the LinearPacked)
   std::variant<Linear, std::shared_ptr<const quant::LinearQ8>, std::shared_ptr<const quant::LinearGgml>,

@@ -330,9 +330,9 @@ std::vector<float> Transformer::run(const ForwardInput& input) {
   for (size_t l = 0; l < weights_.layers.size(); ++l) {
     const LayerWeights& w = weights_.layers[l];
     rms_norm(x_.data(), w.attn_norm.data(), n, d, config_.rms_eps, h_.data());
-    w.q.forward(h_.data(), n, q_.data());
-    w.k.forward(h_.data(), n, k_.data());
-    w.v.forward(h_.data(), n, v_.data());
+    const MatMul* qkv[] = {&w.q, &w.k, &w.v};
+    float* const qkv_out[] = {q_.data(), k_.data(), v_.data()};
+    MatMul::forward_group(qkv, h_.data(), n, qkv_out);
     if (config_.qkv_bias) {
       add_bias(q_.data(), w.q_bias.data(), n, q_dim);
       add_bias(k_.data(), w.k_bias.data(), n, kv_dim);
@@ -403,8 +403,9 @@ std::vector<float> Transformer::run(const ForwardInput& input) {
 void Transformer::feed_forward(const LayerWeights& w, int64_t n, float* x) {
   if (w.moe) return mixture_of_experts(*w.moe, n, x);
   const int64_t ffn = w.gate.out_features();
-  w.gate.forward(h_.data(), n, gate_.data());
-  w.up.forward(h_.data(), n, up_.data());
+  const MatMul* gate_up[] = {&w.gate, &w.up};
+  float* const gate_up_out[] = {gate_.data(), up_.data()};
+  MatMul::forward_group(gate_up, h_.data(), n, gate_up_out);
   silu_mul(gate_.data(), up_.data(), n * ffn, gate_.data());
   w.down.forward(gate_.data(), n, x, /*accumulate=*/true);
 }

@@ -143,6 +143,45 @@ TEST_P(LinearPackedKernel, SameBitsForAnyThreadCount) {
   EXPECT_EQ(one, two);
 }
 
+// Matrices of one input in one region (a layer's q, k, v: 896 / 128 / 128 rows at Qwen2.5-0.5B's width, here
+// 3 / 1 / 1 parts of that; gate and up): each output the bits of the reference, on 1 and 2 threads, with
+// item boundaries that cut through matrices and tile pairs, for the few-row (streaming) and many-row splits.
+TEST_P(LinearPackedKernel, GroupGivesEachMatrixItsOwnBits) {
+  const auto [type, kernel] = GetParam();
+  const int64_t K = width(type, 1024);
+  int checked = 0;
+  for (const std::vector<int64_t>& shape :
+       {std::vector<int64_t>{48, 16, 16}, std::vector<int64_t>{1040, 1040}, std::vector<int64_t>{16},
+        std::vector<int64_t>{2048, 16, 48}}) {
+    std::vector<LinearPacked> ws;
+    for (size_t i = 0; i < shape.size(); ++i) {
+      const auto blocks = file_blocks(type, shape[i], K, 40 + static_cast<uint32_t>(i));
+      ws.push_back(LinearPacked::pack(type, blocks.data(), shape[i], K, kernel));
+    }
+    for (int64_t M : {1, 2, 4, 5, 17}) {
+      const auto x = randn(M * K, 50 + static_cast<uint32_t>(M), 1.0f);
+      for (int threads : {1, 2}) {
+        std::vector<std::vector<float>> ys;
+        std::vector<LinearPacked::Output> outs;
+        for (const auto& w : ws) ys.emplace_back(M * w.out_features(), -1.0f);
+        for (size_t i = 0; i < ws.size(); ++i) outs.push_back({&ws[i], ys[i].data()});
+        const int saved = omp_get_max_threads();
+        omp_set_num_threads(threads);
+        LinearPacked::forward_group(outs, x.data(), M);
+        omp_set_num_threads(saved);
+        for (size_t i = 0; i < ws.size(); ++i) {
+          std::vector<float> want(M * ws[i].out_features());
+          ws[i].forward_reference(x.data(), M, want.data());
+          ASSERT_EQ(ys[i], want) << "matrix " << i << " of " << ws.size() << ", M=" << M << ", " << threads
+                                 << " threads";
+          ++checked;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(checked, 2 * 5 * 9);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Kernels, LinearPackedKernel,
     ::testing::Values(Case{GgmlType::kQ8_0, Kernel::kAvx2}, Case{GgmlType::kQ4_0, Kernel::kAvx2},
@@ -169,6 +208,39 @@ TEST(LinearPacked, RejectsWhatItCannotPack) {
   }
   EXPECT_TRUE(LinearPacked::supported(Kernel::kAvx2));
   EXPECT_TRUE(LinearPacked::supported(LinearPacked::best_kernel()));
+}
+
+// MatMul::forward_group: packed matrices of one type and width go together; anything else (another block
+// type, another width, plain weights) falls back to one forward each. The bits are those of forward() alike.
+TEST(LinearPacked, MatMulGroupsWhatItCanAndRunsTheRestAlone) {
+  const int64_t K = 256, M = 2;
+  const auto w = randn(64 * K, 7, 0.05f);
+  const MatMul a(LinearPacked::quantize_f32(GgmlType::kQ8_0, w.data(), 32, K));
+  const MatMul b(LinearPacked::quantize_f32(GgmlType::kQ8_0, w.data() + 32 * K, 16, K));
+  const MatMul c(LinearPacked::quantize_f32(GgmlType::kQ4_0, w.data(), 48, K));
+  EXPECT_TRUE(LinearPacked::can_group(*a.packed(), *b.packed()));
+  EXPECT_FALSE(LinearPacked::can_group(*a.packed(), *c.packed()));
+  const auto x = randn(M * K, 8, 1.0f);
+  for (const std::vector<const MatMul*>& group :
+       {std::vector<const MatMul*>{&a, &b}, std::vector<const MatMul*>{&a, &c, &b}}) {
+    std::vector<std::vector<float>> ys;
+    std::vector<float*> outs;
+    for (const MatMul* m : group) ys.emplace_back(M * m->out_features());
+    for (auto& y : ys) outs.push_back(y.data());
+    MatMul::forward_group(group, x.data(), M, outs);
+    for (size_t i = 0; i < group.size(); ++i) {
+      std::vector<float> want(M * group[i]->out_features());
+      group[i]->forward(x.data(), M, want.data());
+      EXPECT_EQ(ys[i], want) << "matrix " << i;
+    }
+  }
+  std::vector<LinearPacked::Output> mixed{{a.packed().get(), nullptr}, {c.packed().get(), nullptr}};
+  try {
+    LinearPacked::forward_group(mixed, x.data(), M);
+    FAIL() << "grouped Q8_0 with Q4_0";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("Q8_0 x 256 and Q4_0 x 256"), std::string::npos) << e.what();
+  }
 }
 
 // Through MatMul, as the transformer runs it.

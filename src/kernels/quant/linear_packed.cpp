@@ -411,6 +411,8 @@ struct Scratch {
   std::vector<int8_t> a_tiles;     // AMX: the activations as A tiles, [16-row group][block][16 rows][32]
   std::vector<int32_t> a_offsets;  // AMX: offset times block sum, [16-row group][block][16 rows]
   std::vector<float> a_scales;     // AMX: the blocks' scales, [16-row group][block][16 rows]
+  std::vector<int64_t> group_first;                      // forward_group: each output's first panel
+  std::vector<std::pair<int64_t, int64_t>> group_items;  // forward_group: the work items' panel ranges
 };
 thread_local Scratch tls_scratch;
 
@@ -567,42 +569,85 @@ void LinearPacked::dequantize_row(int64_t row, float* out) const {
   }
 }
 
+bool LinearPacked::can_group(const LinearPacked& a, const LinearPacked& b) {
+  return a.type_ == b.type_ && a.kernel_ == b.kernel_ && a.cols_ == b.cols_;
+}
+
 void LinearPacked::forward(const float* x, int64_t rows, float* y, bool accumulate) const {
-  if (rows <= 0) return;
+  const Output out{this, y};
+  forward_group({&out, 1}, x, rows, accumulate);
+}
+
+void LinearPacked::forward_group(std::span<const Output> outs, const float* x, int64_t rows,
+                                 bool accumulate) {
+  if (rows <= 0 || outs.empty()) return;
+  const LinearPacked& w0 = *outs[0].weights;
+  for (const Output& o : outs)
+    if (!can_group(w0, *o.weights))
+      fail("LinearPacked::forward_group: the matrices differ in block type, kernel or width (",
+           ggml_type_name(static_cast<uint32_t>(w0.type_)), " x ", w0.cols_, " and ",
+           ggml_type_name(static_cast<uint32_t>(o.weights->type_)), " x ", o.weights->cols_, ")");
   ScopedKernelTimer timer(KernelKind::kMatmul);
-  const int64_t k = cols_, nb = blocks_, panels = rows_ / kRows;
-  const bool q4k = type_ == GgmlType::kQ4_K;
+  const int64_t k = w0.cols_, nb = w0.blocks_;
+  const GgmlType type = w0.type_;
+  const Kernel kernel = w0.kernel_;
+  const bool q4k = type == GgmlType::kQ4_K;
   Scratch& s = tls_scratch;
   int8_t* xq = grow(s.q, rows * k);
   float* xd = grow(s.d, rows * nb);
   int32_t* xs = q4k ? nullptr : grow(s.s, rows * nb);
   int16_t* xs16 = q4k ? grow(s.s16, rows * nb * 8) : nullptr;
-  const bool q4_0 = type_ == GgmlType::kQ4_0;
-  const bool vnni512 = kernel_ == Kernel::kAvx512Vnni || kernel_ == Kernel::kAmx;
+  const bool q4_0 = type == GgmlType::kQ4_0;
+  const bool vnni512 = kernel == Kernel::kAvx512Vnni || kernel == Kernel::kAmx;
   // AMX: the first amx_rows rows (whole 16-row tiles) of Q8_0 / Q4_0; the rest, and Q4_K, on AVX512_VNNI.
-  const int64_t amx_rows = kernel_ == Kernel::kAmx && !q4k ? rows / amx::kTileRows * amx::kTileRows : 0;
+  const int64_t amx_rows = kernel == Kernel::kAmx && !q4k ? rows / amx::kTileRows * amx::kTileRows : 0;
   const TileSet& tiles = vnni512 ? (q4k    ? (rows <= 2 ? kVnniQ4kStreamTiles : kVnniQ4kTiles)
                                     : q4_0 ? kVnniTiles<true>
                                            : kVnniTiles<false>)
-                         : kernel_ == Kernel::kAvxVnni ? (q4k    ? kAvxVnniQ4kTiles
-                                                          : q4_0 ? kAvxVnniTiles<true>
-                                                                 : kAvxVnniTiles<false>)
-                                                       : (q4k    ? kAvx2Q4kTiles
-                                                          : q4_0 ? kAvx2Tiles<true>
-                                                                 : kAvx2Tiles<false>);
-  const size_t qstride = static_cast<size_t>(nb) * quant_bytes_per_block();
-  const size_t mstride = static_cast<size_t>(nb) * meta_bytes_per_block();
-  // A work item is a run of panels against every activation row, tile after tile: the panels' weights stay
-  // in L2 while the rows stream past. With few rows the weights stream from memory, and an item is made at
-  // least 64 KiB long so each thread reads long contiguous runs (2 threads on 1-panel items of Q4_K read
-  // 24 GB/s here, on 4-panel items 30+). Each output is computed by one thread in a fixed order: the same
-  // bits for any thread count.
+                         : kernel == Kernel::kAvxVnni ? (q4k    ? kAvxVnniQ4kTiles
+                                                         : q4_0 ? kAvxVnniTiles<true>
+                                                                : kAvxVnniTiles<false>)
+                                                      : (q4k    ? kAvx2Q4kTiles
+                                                         : q4_0 ? kAvx2Tiles<true>
+                                                                : kAvx2Tiles<false>);
+  const size_t qstride = static_cast<size_t>(nb) * w0.quant_bytes_per_block();
+  const size_t mstride = static_cast<size_t>(nb) * w0.meta_bytes_per_block();
   const size_t panel_bytes = qstride + mstride;
-  int64_t item_panels = tiles.panels;
-  if (rows <= 4)
-    while (static_cast<size_t>(item_panels) * panel_bytes < (size_t{64} << 10) && item_panels < panels)
-      item_panels += tiles.panels;
-  const int64_t items = (panels + item_panels - 1) / item_panels;
+
+  // The outputs' panels numbered one after another: output j holds panels first[j] .. first[j + 1] - 1.
+  std::vector<int64_t>& first = s.group_first;
+  first.assign(1, 0);
+  int64_t out_rows = 0;
+  for (const Output& o : outs) {
+    first.push_back(first.back() + o.weights->rows_ / kRows);
+    out_rows += o.weights->rows_;
+  }
+  const int64_t panels = first.back();
+  const bool serial =
+      omp_in_parallel() || static_cast<double>(rows) * static_cast<double>(out_rows) * k < (1 << 18);
+  const int64_t threads = serial ? 1 : omp_get_max_threads();
+
+  // A work item is a run of panels against every activation row, tile after tile: the panels' weights stay
+  // in L2 while the rows stream past. With many rows an item is one tile of panels (dynamic schedule). With
+  // few rows the weights stream from memory: items are at least ~64 KiB long so each thread reads long
+  // contiguous runs (2 threads on 1-panel items of Q4_K read 24 GB/s here, on 4-panel items 30+), equal in
+  // size, a multiple of the thread count and spread over all the outputs (one item per 896 x 896 Q4_0 matrix
+  // of 7 left one thread idle an eighth of the time; a 128-row k or v ran on one thread). Each output is
+  // computed by one thread in a fixed order: the same bits for any thread count and any grouping.
+  std::vector<std::pair<int64_t, int64_t>>& items = s.group_items;  // [begin, end) in the numbering above
+  items.clear();
+  const bool streaming = rows <= 4;
+  if (streaming) {
+    const int64_t by_size =
+        std::max<int64_t>(1, static_cast<int64_t>(panels * panel_bytes / (size_t{64} << 10)));
+    const int64_t n = std::min(panels, (by_size + threads - 1) / threads * threads);
+    for (int64_t i = 0; i < n; ++i) items.emplace_back(i * panels / n, (i + 1) * panels / n);
+  } else {
+    for (size_t j = 0; j + 1 < first.size(); ++j)
+      for (int64_t p = first[j]; p < first[j + 1]; p += tiles.panels)
+        items.emplace_back(p, std::min(first[j + 1], p + tiles.panels));
+  }
+
   const auto quantize_row = [&](int64_t r) {
     if (q4k) {
       quantize_row_q8_k(x + r * k, k, xq + r * k, xd + r * nb, xs16 + r * nb * 8);
@@ -625,10 +670,11 @@ void LinearPacked::forward(const float* x, int64_t rows, float* y, bool accumula
         xscale[at] = xd[row * nb + b];
       }
   };
-  const auto run_amx = [&](int64_t begin, int64_t end) {
+  // Panels begin .. end - 1 of one output's weights w, whose y is out (row stride w.rows_).
+  const auto run_amx = [&](const LinearPacked& w, float* out, int64_t begin, int64_t end) {
     amx::configure();
     for (int64_t p = begin; p < end; ++p) {
-      const uint8_t* b_tiles = quants_.get() + p * qstride;
+      const uint8_t* b_tiles = w.quants_.get() + p * qstride;
       if (q4_0) {
         uint8_t* spread = grow(tls_scratch.spread, nb * 512);
         amx::spread_nibbles(b_tiles, nb, spread);
@@ -640,12 +686,12 @@ void LinearPacked::forward(const float* x, int64_t rows, float* y, bool accumula
       const size_t share = (qstride + groups - 1) / groups;
       for (int64_t m0 = 0; m0 < amx_rows; m0 += amx::kTileRows) {
         if (p + 1 < end) {
-          const uint8_t* next = quants_.get() + (p + 1) * qstride + m0 / amx::kTileRows * share;
-          for (size_t off = 0; off < share && next + off < quants_.get() + (p + 2) * qstride; off += 64)
+          const uint8_t* next = w.quants_.get() + (p + 1) * qstride + m0 / amx::kTileRows * share;
+          for (size_t off = 0; off < share && next + off < w.quants_.get() + (p + 2) * qstride; off += 64)
             _mm_prefetch(reinterpret_cast<const char*>(next + off), _MM_HINT_T1);
         }
         const TileArgs a{b_tiles,
-                         meta_.get() + p * mstride,
+                         w.meta_.get() + p * mstride,
                          0,
                          0,
                          nb,
@@ -654,23 +700,22 @@ void LinearPacked::forward(const float* x, int64_t rows, float* y, bool accumula
                          xscale + m0 * nb,
                          xoff + m0 * nb,
                          nullptr,
-                         y + m0 * rows_ + p * kRows,
-                         rows_,
+                         out + m0 * w.rows_ + p * kRows,
+                         w.rows_,
                          accumulate};
         amx::tile(a);
       }
     }
     amx::release();
   };
-  const auto run_item = [&](int64_t item) {
-    const int64_t end = std::min(panels, (item + 1) * item_panels);
-    if (amx_rows > 0) run_amx(item * item_panels, end);
-    for (int64_t p0 = item * item_panels; p0 < end; p0 += tiles.panels) {
+  const auto run_panels = [&](const LinearPacked& w, float* out, int64_t begin, int64_t end) {
+    if (amx_rows > 0) run_amx(w, out, begin, end);
+    for (int64_t p0 = begin; p0 < end; p0 += tiles.panels) {
       const int np = static_cast<int>(std::min<int64_t>(tiles.panels, end - p0));
       for (int64_t m0 = amx_rows; m0 < rows; m0 += tiles.rows) {
         const int nm = static_cast<int>(std::min<int64_t>(tiles.rows, rows - m0));
-        const TileArgs a{quants_.get() + p0 * qstride,
-                         meta_.get() + p0 * mstride,
+        const TileArgs a{w.quants_.get() + p0 * qstride,
+                         w.meta_.get() + p0 * mstride,
                          qstride,
                          mstride,
                          nb,
@@ -679,18 +724,26 @@ void LinearPacked::forward(const float* x, int64_t rows, float* y, bool accumula
                          xd + m0 * nb,
                          xs ? xs + m0 * nb : nullptr,
                          xs16 ? xs16 + m0 * nb * 8 : nullptr,
-                         y + m0 * rows_ + p0 * kRows,
-                         rows_,
+                         out + m0 * w.rows_ + p0 * kRows,
+                         w.rows_,
                          accumulate};
         tiles.fn[nm - 1][np - 1](a);
       }
     }
   };
+  const auto run_item = [&](int64_t item) {
+    const auto [begin, end] = items[static_cast<size_t>(item)];
+    for (size_t j = 0; j < outs.size(); ++j) {
+      const int64_t b = std::max(begin, first[j]), e = std::min(end, first[j + 1]);
+      if (b < e) run_panels(*outs[j].weights, outs[j].y, b - first[j], e - first[j]);
+    }
+  };
+  const auto n_items = static_cast<int64_t>(items.size());
   // Inside a parallel region (experts, one per thread) the work stays on this thread without a nested region.
-  if (omp_in_parallel() || static_cast<double>(rows) * static_cast<double>(rows_) * k < (1 << 18)) {
+  if (serial) {
     for (int64_t r = 0; r < rows; ++r) quantize_row(r);
     for (int64_t g = 0; g < amx_rows / amx::kTileRows; ++g) gather_a_tiles(g);
-    for (int64_t item = 0; item < items; ++item) run_item(item);
+    for (int64_t item = 0; item < n_items; ++item) run_item(item);
     return;
   }
 #pragma omp parallel
@@ -699,8 +752,14 @@ void LinearPacked::forward(const float* x, int64_t rows, float* y, bool accumula
     for (int64_t r = 0; r < rows; ++r) quantize_row(r);
 #pragma omp for schedule(static)
     for (int64_t g = 0; g < amx_rows / amx::kTileRows; ++g) gather_a_tiles(g);
+    // Streaming: equal items, each thread its contiguous share. Otherwise tiles of unequal cost: dynamic.
+    if (streaming) {
+#pragma omp for schedule(static)
+      for (int64_t item = 0; item < n_items; ++item) run_item(item);
+    } else {
 #pragma omp for schedule(dynamic)
-    for (int64_t item = 0; item < items; ++item) run_item(item);
+      for (int64_t item = 0; item < n_items; ++item) run_item(item);
+    }
   }
 }
 

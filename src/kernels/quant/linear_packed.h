@@ -36,6 +36,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 
 #include "core/ggml_types.h"
 #include "kernels/quant/linear_ggml.h"
@@ -59,6 +60,17 @@ class LinearPacked {
                                    Kernel kernel = Kernel::kAuto);
 
   void forward(const float* x, int64_t rows, float* y, bool accumulate = false) const;
+  // Several matrices of one input (a layer's q, k and v; gate and up) in one parallel region: the activations
+  // quantised once, one fork and join, and the work split evenly over all of them (token generation's small
+  // matrices alone leave a thread idle at their ends). Each y as forward() gives it, bit for bit. They must
+  // be of one block type, kernel and width (can_group).
+  struct Output {
+    const LinearPacked* weights;
+    float* y;
+  };
+  static void forward_group(std::span<const Output> outputs, const float* x, int64_t rows,
+                            bool accumulate = false);
+  static bool can_group(const LinearPacked& a, const LinearPacked& b);
   // Scalar, single-threaded, allocates: forward() equals it bit for bit.
   void forward_reference(const float* x, int64_t rows, float* y, bool accumulate = false) const;
   // Row `row` of W as f32, equal to quant::dequantize of the original blocks (an embedding lookup).
