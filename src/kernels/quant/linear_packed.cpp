@@ -370,9 +370,16 @@ using TileFn = void (*)(const TileArgs&);
 // The tile shapes: VNNI 4 rows x 2 panels (24 of 32 zmm registers), AVX2 2 rows x 1 panel.
 struct TileSet {
   int rows, panels;
-  TileFn fn[4][2];  // [rows - 1][panels - 1]
+  TileFn fn[4][4];  // [rows - 1][panels - 1]
 };
 
+// With 1-2 rows the weights stream from memory: 4 panels a tile give 4 independent vpdpbusd chains per row.
+template <bool kQ4>
+constexpr TileSet kVnniStreamTiles = {
+    2,
+    4,
+    {{vnni::tile<1, 1, kQ4>, vnni::tile<1, 2, kQ4>, vnni::tile<1, 3, kQ4>, vnni::tile<1, 4, kQ4>},
+     {vnni::tile<2, 1, kQ4>, vnni::tile<2, 2, kQ4>, vnni::tile<2, 3, kQ4>, vnni::tile<2, 4, kQ4>}}};
 template <bool kQ4>
 constexpr TileSet kVnniTiles = {4,
                                 2,
@@ -602,8 +609,8 @@ void LinearPacked::forward_group(std::span<const Output> outs, const float* x, i
   // AMX: the first amx_rows rows (whole 16-row tiles) of Q8_0 / Q4_0; the rest, and Q4_K, on AVX512_VNNI.
   const int64_t amx_rows = kernel == Kernel::kAmx && !q4k ? rows / amx::kTileRows * amx::kTileRows : 0;
   const TileSet& tiles = vnni512 ? (q4k    ? (rows <= 2 ? kVnniQ4kStreamTiles : kVnniQ4kTiles)
-                                    : q4_0 ? kVnniTiles<true>
-                                           : kVnniTiles<false>)
+                                    : q4_0 ? (rows <= 2 ? kVnniStreamTiles<true> : kVnniTiles<true>)
+                                           : (rows <= 2 ? kVnniStreamTiles<false> : kVnniTiles<false>))
                          : kernel == Kernel::kAvxVnni ? (q4k    ? kAvxVnniQ4kTiles
                                                          : q4_0 ? kAvxVnniTiles<true>
                                                                 : kAvxVnniTiles<false>)
