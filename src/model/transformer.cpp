@@ -330,9 +330,11 @@ std::vector<float> Transformer::run(const ForwardInput& input) {
   for (size_t l = 0; l < weights_.layers.size(); ++l) {
     const LayerWeights& w = weights_.layers[l];
     rms_norm(x_.data(), w.attn_norm.data(), n, d, config_.rms_eps, h_.data());
-    const MatMul* qkv[] = {&w.q, &w.k, &w.v};
-    float* const qkv_out[] = {q_.data(), k_.data(), v_.data()};
-    MatMul::forward_group(qkv, h_.data(), n, qkv_out);
+    timed(MatmulRole::kQkv, {&w.q, &w.k, &w.v}, [&] {
+      const MatMul* qkv[] = {&w.q, &w.k, &w.v};
+      float* const qkv_out[] = {q_.data(), k_.data(), v_.data()};
+      MatMul::forward_group(qkv, h_.data(), n, qkv_out);
+    });
     if (config_.qkv_bias) {
       add_bias(q_.data(), w.q_bias.data(), n, q_dim);
       add_bias(k_.data(), w.k_bias.data(), n, kv_dim);
@@ -373,7 +375,7 @@ std::vector<float> Transformer::run(const ForwardInput& input) {
     if (any_invalid)
       for (int64_t r = 0; r < n; ++r)
         if (!query_valid[r]) std::fill_n(att_.data() + r * q_dim, q_dim, 0.0f);
-    w.o.forward(att_.data(), n, x_.data(), /*accumulate=*/true);
+    timed(MatmulRole::kOut, {&w.o}, [&] { w.o.forward(att_.data(), n, x_.data(), /*accumulate=*/true); });
 
     rms_norm(x_.data(), w.ffn_norm.data(), n, d, config_.rms_eps, h_.data());
     feed_forward(w, n, x_.data());
@@ -396,18 +398,36 @@ std::vector<float> Transformer::run(const ForwardInput& input) {
     record(all.data());
   }
   std::vector<float> logits(static_cast<size_t>(batch * keep * mi.vocab_size));
-  weights_.head.forward(normed.data(), batch * keep, logits.data());
+  timed(MatmulRole::kHead, {&weights_.head},
+        [&] { weights_.head.forward(normed.data(), batch * keep, logits.data()); });
   return logits;
+}
+
+const char* Transformer::matmul_role_name(MatmulRole role) {
+  static const char* const kNames[] = {"q/k/v", "o", "gate/up", "down", "head"};
+  return kNames[static_cast<int>(role)];
+}
+
+template <class F>
+void Transformer::timed(MatmulRole role, std::initializer_list<const MatMul*> ws, F&& f) {
+  if (!KernelProfile::enabled) return f();
+  const auto start = std::chrono::steady_clock::now();
+  f();
+  const int r = static_cast<int>(role);
+  role_stats_.seconds[r] += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (const MatMul* w : ws) role_stats_.bytes[r] += static_cast<double>(w->weight_bytes());
 }
 
 void Transformer::feed_forward(const LayerWeights& w, int64_t n, float* x) {
   if (w.moe) return mixture_of_experts(*w.moe, n, x);
   const int64_t ffn = w.gate.out_features();
-  const MatMul* gate_up[] = {&w.gate, &w.up};
-  float* const gate_up_out[] = {gate_.data(), up_.data()};
-  MatMul::forward_group(gate_up, h_.data(), n, gate_up_out);
+  timed(MatmulRole::kGateUp, {&w.gate, &w.up}, [&] {
+    const MatMul* gate_up[] = {&w.gate, &w.up};
+    float* const gate_up_out[] = {gate_.data(), up_.data()};
+    MatMul::forward_group(gate_up, h_.data(), n, gate_up_out);
+  });
   silu_mul(gate_.data(), up_.data(), n * ffn, gate_.data());
-  w.down.forward(gate_.data(), n, x, /*accumulate=*/true);
+  timed(MatmulRole::kDown, {&w.down}, [&] { w.down.forward(gate_.data(), n, x, /*accumulate=*/true); });
 }
 
 // Routing as LLaDA2MoeGate / Qwen3-MoE do it, in f32: scores from the router logits (sigmoid or softmax), the

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -141,6 +142,19 @@ class Transformer final : public Model {
   const MoeStats& moe_stats() const { return moe_stats_; }
   void reset_moe_stats() { moe_stats_ = {}; }
 
+  // Time and weight bytes of the matmuls by their place in the layer, while KernelProfile is on (for `dllm
+  // bench
+  // --ar`'s report of which matrices stream slowest): q/k/v, o, gate/up, down, head. Dense layers only (the
+  // experts are MoeStats').
+  enum class MatmulRole { kQkv, kOut, kGateUp, kDown, kHead, kCount };
+  static const char* matmul_role_name(MatmulRole role);
+  struct MatmulRoleStats {
+    double seconds[static_cast<int>(MatmulRole::kCount)] = {};
+    double bytes[static_cast<int>(MatmulRole::kCount)] = {};
+  };
+  const MatmulRoleStats& matmul_role_stats() const { return role_stats_; }
+  void reset_matmul_role_stats() { role_stats_ = {}; }
+
  private:
   std::vector<float> run(const ForwardInput& input);
   void embed(std::span<const int32_t> tokens, float* out) const;
@@ -156,6 +170,10 @@ class Transformer final : public Model {
   std::vector<float> x_, h_, q_, k_, v_, att_, gate_, up_;
   std::vector<float> router_, expert_rows_, expert_out_;  // MoE scratch: logits, each expert's output rows, y
   MoeStats moe_stats_;
+  MatmulRoleStats role_stats_;
+  // Runs f and, while KernelProfile is on, adds its time and the bytes of `ws` to `role`.
+  template <class F>
+  void timed(MatmulRole role, std::initializer_list<const MatMul*> ws, F&& f);
   std::thread preparer_;
   std::atomic<bool> stop_preparing_{false};
   size_t bytes_to_prepare_ = 0;

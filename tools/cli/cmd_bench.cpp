@@ -156,6 +156,7 @@ void run_ar_bench(const BenchOptions& o, Model& model, Transformer& transformer)
   // tg's kernels are timed (one clock read per kernel call), so the report can say where a token's time goes
   // and how fast the matrices alone stream.
   KernelProfile::reset();
+  transformer.reset_matmul_role_stats();
   for (int r = 0; r < o.repeat; ++r) {
     ArSession s(model);
     s.advance(std::span<const int32_t>(prompt.data(), 1));
@@ -196,6 +197,18 @@ void run_ar_bench(const BenchOptions& o, Model& model, Transformer& transformer)
   const double tg_tokens_timed = static_cast<double>(o.tg * o.repeat);
   const double tg_matmul_gbs =
       bytes_per_token * tg_tokens_timed / KernelProfile::seconds[static_cast<int>(KernelKind::kMatmul)] / 1e9;
+  // Each role's matrices: their GB/s while they ran, and their share of the token's time.
+  nlohmann::json by_role = nlohmann::json::object();
+  const Transformer::MatmulRoleStats& roles = transformer.matmul_role_stats();
+  for (int r = 0; r < static_cast<int>(Transformer::MatmulRole::kCount); ++r) {
+    if (roles.seconds[r] <= 0) continue;
+    const double gbs = roles.bytes[r] / roles.seconds[r] / 1e9;
+    by_role[Transformer::matmul_role_name(static_cast<Transformer::MatmulRole>(r))] = {
+        {"gb_per_s", gbs},
+        {"fraction_of_bandwidth", gbs / bandwidth},
+        {"time_fraction", roles.seconds[r] / tg_total},
+        {"mb_per_token", roles.bytes[r] / tg_tokens_timed / 1e6}};
+  }
   if (o.json) {
     nlohmann::json out = {
         {"model", mi.path},
@@ -220,6 +233,7 @@ void run_ar_bench(const BenchOptions& o, Model& model, Transformer& transformer)
         {"tg_matmul_gb_per_s", tg_matmul_gbs},
         {"tg_matmul_fraction_of_bandwidth", tg_matmul_gbs / bandwidth},
         {"tg_time_fraction", tg_breakdown},
+        {"tg_matmul_by_role", by_role},
         {"pp_seconds_all", pp_times},
         {"tg_seconds_all", tg_times}};
     std::printf("%s\n", out.dump(2).c_str());
@@ -245,6 +259,14 @@ void run_ar_bench(const BenchOptions& o, Model& model, Transformer& transformer)
               100 * tg_matmul_gbs / bandwidth);
   for (const auto& [name, fraction] : tg_breakdown.items())
     std::printf(" %s %.1f%%", name.c_str(), 100 * fraction.get<double>());
+  std::printf("\n           matmuls by role (MB a token, GB/s, %% of bandwidth):");
+  for (int r = 0; r < static_cast<int>(Transformer::MatmulRole::kCount); ++r) {
+    const char* name = Transformer::matmul_role_name(static_cast<Transformer::MatmulRole>(r));
+    if (!by_role.contains(name)) continue;
+    const nlohmann::json& role = by_role[name];
+    std::printf(" %s %.1f MB %.1f GB/s %.0f%%;", name, role["mb_per_token"].get<double>(),
+                role["gb_per_s"].get<double>(), 100 * role["fraction_of_bandwidth"].get<double>());
+  }
   std::printf("\n");
 }
 
