@@ -9,7 +9,10 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <initializer_list>
 #include <sstream>
+#include <string_view>
+#include <utility>
 
 #include "core/error.h"
 #include "kernels/linear.h"
@@ -47,11 +50,26 @@ std::vector<int32_t> parse_ids(const std::string& text) {
   return ids;
 }
 
+namespace {
+
+// A flag that takes one of a few words: what each word means, and an error that lists them in this order (an
+// unknown value is never a silent default).
+template <class Meaning>
+Meaning parse_word(const char* flag, const std::string& value,
+                   std::initializer_list<std::pair<std::string_view, Meaning>> words) {
+  std::string accepted;
+  for (const auto& [word, meaning] : words) {
+    if (value == word) return meaning;
+    accepted += (accepted.empty() ? "" : ", ") + std::string(word);
+  }
+  fail(flag, ": '", value, "' is not one of ", accepted);
+}
+
+}  // namespace
+
 Precision parse_dtype(const std::string& name) {
-  if (name == "auto") return Precision::kAuto;
-  if (name == "f32") return Precision::kF32;
-  if (name == "bf16") return Precision::kBF16;
-  fail("--dtype: '", name, "' is not one of auto, f32, bf16");
+  return parse_word<Precision>(
+      "--dtype", name, {{"auto", Precision::kAuto}, {"f32", Precision::kF32}, {"bf16", Precision::kBF16}});
 }
 
 std::string loadavg() {
@@ -76,10 +94,10 @@ std::string& experts_flag() {
 }
 
 ExpertPacking parse_experts(const std::string& name) {
-  if (name == "first-use") return ExpertPacking::kOnFirstUse;
-  if (name == "load") return ExpertPacking::kAtLoad;
-  if (name == "in-place") return ExpertPacking::kInPlace;
-  fail("--experts: '", name, "' is not one of first-use, load, in-place");
+  return parse_word<ExpertPacking>("--experts", name,
+                                   {{"first-use", ExpertPacking::kOnFirstUse},
+                                    {"load", ExpertPacking::kAtLoad},
+                                    {"in-place", ExpertPacking::kInPlace}});
 }
 
 std::string& prepare_flag() {
@@ -88,17 +106,16 @@ std::string& prepare_flag() {
 }
 
 WeightLayout parse_prepare(const std::string& name) {
-  if (name == "background") return WeightLayout::kMappedThenBackground;
-  if (name == "load") return WeightLayout::kBlockedAtLoad;
-  if (name == "never") return WeightLayout::kMapped;
-  fail("--prepare: '", name, "' is not one of background, load, never");
+  return parse_word<WeightLayout>("--prepare", name,
+                                  {{"background", WeightLayout::kMappedThenBackground},
+                                   {"load", WeightLayout::kBlockedAtLoad},
+                                   {"never", WeightLayout::kMapped}});
 }
 
 WeightFormat parse_weights(const std::string& name) {
-  if (name == "auto") return WeightFormat::kAuto;
-  if (name == "f32") return WeightFormat::kDequantize;
-  if (name == "q8") return WeightFormat::kQ8;
-  fail("--weights: '", name, "' is not one of auto, f32, q8");
+  return parse_word<WeightFormat>(
+      "--weights", name,
+      {{"auto", WeightFormat::kAuto}, {"f32", WeightFormat::kDequantize}, {"q8", WeightFormat::kQ8}});
 }
 
 void add_weights_option(CLI::App* cmd) {
