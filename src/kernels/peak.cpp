@@ -79,8 +79,9 @@ double int8_products_avx2(double seconds) {
         acc[c] = _mm256_add_epi32(acc[c], _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), ones));
     products += 32.0 * kChains * kInner;
   }
-  int sink = 0;
-  for (int c = 0; c < kChains; ++c) sink += _mm256_extract_epi32(acc[c], 0);
+  // Unsigned: the accumulators have wrapped long since, and a signed sum of them would overflow (UB).
+  uint32_t sink = 0;
+  for (int c = 0; c < kChains; ++c) sink += static_cast<uint32_t>(_mm256_extract_epi32(acc[c], 0));
   return sink == 12345 ? products + 1 : products;
 }
 
@@ -95,11 +96,11 @@ __attribute__((target("avx512f,avx512vnni"))) double int8_products_vnni(double s
       for (int c = 0; c < kChains; ++c) acc[c] = _mm512_dpbusd_epi32(acc[c], a, b);
     products += 64.0 * kChains * kInner;
   }
-  int sink = 0;
+  uint32_t sink = 0;  // unsigned, as above
   alignas(64) int32_t lanes[16];
   for (int c = 0; c < kChains; ++c) {
     _mm512_store_si512(lanes, acc[c]);
-    sink += lanes[0];
+    sink += static_cast<uint32_t>(lanes[0]);
   }
   return sink == 12345 ? products + 1 : products;
 }
