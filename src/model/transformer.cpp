@@ -330,11 +330,7 @@ std::vector<float> Transformer::run(const ForwardInput& input) {
   for (size_t l = 0; l < weights_.layers.size(); ++l) {
     const LayerWeights& w = weights_.layers[l];
     rms_norm(x_.data(), w.attn_norm.data(), n, d, config_.rms_eps, h_.data());
-    timed(MatmulRole::kQkv, {&w.q, &w.k, &w.v}, [&] {
-      const MatMul* qkv[] = {&w.q, &w.k, &w.v};
-      float* const qkv_out[] = {q_.data(), k_.data(), v_.data()};
-      MatMul::forward_group(qkv, h_.data(), n, qkv_out);
-    });
+    multiply_group(MatmulRole::kQkv, {&w.q, &w.k, &w.v}, h_.data(), n, {q_.data(), k_.data(), v_.data()});
     if (config_.qkv_bias) {
       add_bias(q_.data(), w.q_bias.data(), n, q_dim);
       add_bias(k_.data(), w.k_bias.data(), n, kv_dim);
@@ -375,7 +371,7 @@ std::vector<float> Transformer::run(const ForwardInput& input) {
     if (any_invalid)
       for (int64_t r = 0; r < n; ++r)
         if (!query_valid[r]) std::fill_n(att_.data() + r * q_dim, q_dim, 0.0f);
-    timed(MatmulRole::kOut, {&w.o}, [&] { w.o.forward(att_.data(), n, x_.data(), /*accumulate=*/true); });
+    multiply(MatmulRole::kOut, w.o, att_.data(), n, x_.data(), /*accumulate=*/true);
 
     rms_norm(x_.data(), w.ffn_norm.data(), n, d, config_.rms_eps, h_.data());
     feed_forward(w, n, x_.data());
@@ -398,8 +394,8 @@ std::vector<float> Transformer::run(const ForwardInput& input) {
     record(all.data());
   }
   std::vector<float> logits(static_cast<size_t>(batch * keep * mi.vocab_size));
-  timed(MatmulRole::kHead, {&weights_.head},
-        [&] { weights_.head.forward(normed.data(), batch * keep, logits.data()); });
+  multiply(MatmulRole::kHead, weights_.head, normed.data(), batch * keep, logits.data(),
+           /*accumulate=*/false);
   return logits;
 }
 
@@ -408,8 +404,20 @@ const char* Transformer::matmul_role_name(MatmulRole role) {
   return kNames[static_cast<int>(role)];
 }
 
+void Transformer::multiply(MatmulRole role, const MatMul& w, const float* x, int64_t n, float* y,
+                           bool accumulate) {
+  const MatMul* ws[] = {&w};
+  timed(role, ws, [&] { w.forward(x, n, y, accumulate); });
+}
+
+void Transformer::multiply_group(MatmulRole role, std::initializer_list<const MatMul*> ws, const float* x,
+                                 int64_t n, std::initializer_list<float*> ys) {
+  const std::span<const MatMul* const> matrices(ws.begin(), ws.size());
+  timed(role, matrices, [&] { MatMul::forward_group(matrices, x, n, {ys.begin(), ys.size()}); });
+}
+
 template <class F>
-void Transformer::timed(MatmulRole role, std::initializer_list<const MatMul*> ws, F&& f) {
+void Transformer::timed(MatmulRole role, std::span<const MatMul* const> ws, F&& f) {
   if (!KernelProfile::enabled) return f();
   const auto start = std::chrono::steady_clock::now();
   f();
@@ -421,13 +429,9 @@ void Transformer::timed(MatmulRole role, std::initializer_list<const MatMul*> ws
 void Transformer::feed_forward(const LayerWeights& w, int64_t n, float* x) {
   if (w.moe) return mixture_of_experts(*w.moe, n, x);
   const int64_t ffn = w.gate.out_features();
-  timed(MatmulRole::kGateUp, {&w.gate, &w.up}, [&] {
-    const MatMul* gate_up[] = {&w.gate, &w.up};
-    float* const gate_up_out[] = {gate_.data(), up_.data()};
-    MatMul::forward_group(gate_up, h_.data(), n, gate_up_out);
-  });
+  multiply_group(MatmulRole::kGateUp, {&w.gate, &w.up}, h_.data(), n, {gate_.data(), up_.data()});
   silu_mul(gate_.data(), up_.data(), n * ffn, gate_.data());
-  timed(MatmulRole::kDown, {&w.down}, [&] { w.down.forward(gate_.data(), n, x, /*accumulate=*/true); });
+  multiply(MatmulRole::kDown, w.down, gate_.data(), n, x, /*accumulate=*/true);
 }
 
 // Routing as LLaDA2MoeGate / Qwen3-MoE do it, in f32: scores from the router logits (sigmoid or softmax), the

@@ -143,9 +143,8 @@ class Transformer final : public Model {
   void reset_moe_stats() { moe_stats_ = {}; }
 
   // Time and weight bytes of the matmuls by their place in the layer, while KernelProfile is on (for `dllm
-  // bench
-  // --ar`'s report of which matrices stream slowest): q/k/v, o, gate/up, down, head. Dense layers only (the
-  // experts are MoeStats').
+  // bench --ar`'s report of which matrices stream slowest): q/k/v, o, gate/up, down, head. Dense layers only
+  // (the experts are MoeStats').
   enum class MatmulRole { kQkv, kOut, kGateUp, kDown, kHead, kCount };
   static const char* matmul_role_name(MatmulRole role);
   struct MatmulRoleStats {
@@ -171,9 +170,13 @@ class Transformer final : public Model {
   std::vector<float> router_, expert_rows_, expert_out_;  // MoE scratch: logits, each expert's output rows, y
   MoeStats moe_stats_;
   MatmulRoleStats role_stats_;
-  // Runs f and, while KernelProfile is on, adds its time and the bytes of `ws` to `role`.
+  // y (+)= x · wᵀ over n rows, and ys[i] = x · ws[i]ᵀ as one group (MatMul::forward_group); while
+  // KernelProfile is on, their time and weight bytes count under `role`.
+  void multiply(MatmulRole role, const MatMul& w, const float* x, int64_t n, float* y, bool accumulate);
+  void multiply_group(MatmulRole role, std::initializer_list<const MatMul*> ws, const float* x, int64_t n,
+                      std::initializer_list<float*> ys);
   template <class F>
-  void timed(MatmulRole role, std::initializer_list<const MatMul*> ws, F&& f);
+  void timed(MatmulRole role, std::span<const MatMul* const> ws, F&& f);
   std::thread preparer_;
   std::atomic<bool> stop_preparing_{false};
   size_t bytes_to_prepare_ = 0;
