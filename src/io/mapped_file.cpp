@@ -28,6 +28,13 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
       fail(path, ": mmap failed: ", std::strerror(errno));
     }
     data_ = static_cast<const uint8_t*>(p);
+    // Weights come from the page cache, and mapping them page by page is most of a cold start: touching
+    // a 2 GB file in 4 KiB pages takes ~1 s on our VMs, in 2 MiB pages 0.03-0.06 s. The hint makes the
+    // kernel read what is not cached yet in 2 MiB folios, which this and every later load (another replica
+    // or a restart) then map whole. Pages already cached in small folios stay as they are: the hint helps
+    // from the next time the file comes from disk. Only a hint: THP off or a filesystem without large
+    // folios keeps 4 KiB pages, with the same bytes.
+    ::madvise(p, size_, MADV_HUGEPAGE);
   }
   ::close(fd);
 }

@@ -1,0 +1,111 @@
+// MappedFile asks for 2 MiB pages: a file that comes from disk through it lands in the page cache in 2 MiB
+// folios and is mapped whole (FilePmdMapped in /proc/self/smaps), which is what makes a later load's first
+// touch of the weights ~20x cheaper (docs/reliability.md, "Cold start").
+#include "io/mapped_file.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace dllm {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr size_t kFileBytes = size_t{8} << 20;  // four 2 MiB folios
+
+// Writes the file to disk and drops it from the page cache, so that the next read comes from disk.
+// Returns false when the kernel kept some of it cached.
+bool write_uncached(const fs::path& path) {
+  {
+    std::vector<char> bytes(kFileBytes);
+    for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 131 + (i >> 12));
+    std::ofstream out(path, std::ios::binary);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  }
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) return false;
+  ::fsync(fd);
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  // mincore on a fresh mapping: which of the file's pages the page cache still holds.
+  void* p = ::mmap(nullptr, kFileBytes, PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  if (p == MAP_FAILED) return false;
+  std::vector<unsigned char> resident(kFileBytes / static_cast<size_t>(::sysconf(_SC_PAGESIZE)));
+  bool none = ::mincore(p, kFileBytes, resident.data()) == 0;
+  for (unsigned char r : resident) none = none && !(r & 1);
+  ::munmap(p, kFileBytes);
+  return none;
+}
+
+// Reads one byte of each 4 KiB page, then the mapping's FilePmdMapped (kB) from /proc/self/smaps.
+long touch_and_read_pmd_kb(const uint8_t* data) {
+  unsigned sum = 0;
+  for (size_t i = 0; i < kFileBytes; i += 4096) sum += data[i];
+  EXPECT_NE(sum, 0u);  // keeps the reads
+  char start[32];
+  std::snprintf(start, sizeof start, "%" PRIxPTR "-", reinterpret_cast<uintptr_t>(data));
+  std::ifstream smaps("/proc/self/smaps");
+  bool in_mapping = false;
+  for (std::string line; std::getline(smaps, line);) {
+    if (line.rfind(start, 0) == 0) in_mapping = true;
+    if (in_mapping && line.rfind("FilePmdMapped:", 0) == 0) return std::stol(line.substr(14));
+  }
+  return -1;
+}
+
+std::string thp_mode() {
+  std::ifstream in("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string s;
+  std::getline(in, s);
+  return s;
+}
+
+TEST(MappedFileTest, FileReadFromDiskIsMappedIn2MiBPages) {
+  if (thp_mode().empty() || thp_mode().find("[never]") != std::string::npos)
+    GTEST_SKIP() << "transparent huge pages are off here (" << thp_mode() << "): the hint cannot act";
+  const fs::path path = fs::temp_directory_path() / ("dllm_mapped_file_test_" + std::to_string(::getpid()));
+  if (!write_uncached(path)) {
+    fs::remove(path);
+    GTEST_SKIP() << "the page cache kept " << path << " after POSIX_FADV_DONTNEED: cannot read it from disk";
+  }
+  long pmd_kb = 0;
+  {
+    MappedFile file(path.string());
+    ASSERT_EQ(file.size(), kFileBytes);
+    pmd_kb = touch_and_read_pmd_kb(file.data());
+  }
+  if (pmd_kb <= 0) {
+    // The control: the same read through a mapping that asks for 2 MiB pages itself. When that gets none
+    // either, this kernel or filesystem cannot cache files in 2 MiB folios.
+    ASSERT_TRUE(write_uncached(path));
+    const int fd = ::open(path.c_str(), O_RDONLY);
+    void* p = ::mmap(nullptr, kFileBytes, PROT_READ, MAP_PRIVATE, fd, 0);
+    ::close(fd);
+    ASSERT_NE(p, MAP_FAILED);
+    ::madvise(p, kFileBytes, MADV_HUGEPAGE);
+    const long control_kb = touch_and_read_pmd_kb(static_cast<const uint8_t*>(p));
+    ::munmap(p, kFileBytes);
+    fs::remove(path);
+    if (control_kb <= 0)
+      GTEST_SKIP() << "this kernel or the filesystem of " << fs::temp_directory_path()
+                   << " does not map file pages in 2 MiB pages (control mapping: FilePmdMapped " << control_kb
+                   << " kB)";
+    FAIL() << "MappedFile mapped no 2 MiB page (FilePmdMapped " << pmd_kb << " kB) where a mapping with "
+           << "MADV_HUGEPAGE got " << control_kb << " kB";
+  }
+  fs::remove(path);
+  EXPECT_GE(pmd_kb, 2048);
+}
+
+}  // namespace
+}  // namespace dllm
