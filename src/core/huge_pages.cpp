@@ -2,7 +2,9 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <mutex>
 
 #include "core/error.h"
 
@@ -17,6 +19,25 @@ std::shared_ptr<void> huge_page_buffer(size_t bytes) {
   if (!p) fail("out of memory: a weight buffer of ", bytes, " bytes");
   if (align == kHuge) ::madvise(p, size, MADV_HUGEPAGE);  // a hint: without THP the pages stay 4 KiB
   return std::shared_ptr<void>(p, std::free);
+}
+
+std::shared_ptr<void> pooled_huge_page_buffer(size_t bytes) {
+  constexpr size_t kChunk = size_t{32} << 20, kAlign = 64;
+  if (bytes >= kChunk / 4) return huge_page_buffer(bytes);
+  static std::mutex mutex;
+  static std::weak_ptr<void> chunk;  // the chunk being carved: alive while a buffer from it is
+  static size_t used = 0;
+  const size_t size = (std::max<size_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign;
+  std::lock_guard<std::mutex> lock(mutex);
+  std::shared_ptr<void> c = chunk.lock();
+  if (!c || used + size > kChunk) {
+    c = huge_page_buffer(kChunk);  // untouched pages of its tail cost no memory
+    chunk = c;
+    used = 0;
+  }
+  void* p = static_cast<char*>(c.get()) + used;
+  used += size;
+  return std::shared_ptr<void>(c, p);  // shares the chunk's ownership
 }
 
 }  // namespace dllm

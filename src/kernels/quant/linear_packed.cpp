@@ -11,6 +11,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/huge_pages.h"
 #include "kernels/amx.h"
 #include "kernels/profile.h"
 #include "kernels/quant/linear_ggml.h"
@@ -437,12 +438,11 @@ void block_sums(const int8_t* q, int64_t nb, int32_t* s) {
   }
 }
 
+// The packed weights on shared huge pages, one matrix after another (core/huge_pages.h).
 template <class T>
 std::shared_ptr<T> aligned_array(size_t count) {
-  const size_t bytes = std::max<size_t>((count * sizeof(T) + 63) / 64 * 64, 64);
-  void* p = std::aligned_alloc(64, bytes);
-  if (!p) fail("LinearPacked: out of memory allocating ", bytes, " bytes");
-  return std::shared_ptr<T>(static_cast<T*>(p), [](T* q) { std::free(q); });
+  std::shared_ptr<void> buffer = pooled_huge_page_buffer(count * sizeof(T));
+  return std::shared_ptr<T>(buffer, static_cast<T*>(buffer.get()));
 }
 
 }  // namespace
