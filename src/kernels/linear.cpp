@@ -38,9 +38,9 @@ memory::desc blocked_weight_desc(int64_t in, int64_t out, ComputeType compute) {
       .weights_desc();
 }
 
-// oneDNN memory for `md` in a huge-page buffer, which `keep` then owns.
+// oneDNN memory for `md` on shared huge pages (a 128 x 896 k or v too), which `keep` then owns.
 memory weight_memory(const memory::desc& md, std::shared_ptr<void>& keep) {
-  keep = huge_page_buffer(md.get_size());
+  keep = pooled_huge_page_buffer(md.get_size());
   return memory(md, onednn_engine(), keep.get());
 }
 
