@@ -43,12 +43,24 @@ BpeModel BpeModel::load(const JNode& model) {
   vocab.expect_object();
   m.vocab_.reserve(vocab.json().size());
   int32_t max_id = -1;
+  auto max_entry = vocab.json().end();
   for (auto it = vocab.json().begin(); it != vocab.json().end(); ++it) {
     JNode v(it.value(), vocab.file(), vocab.path() + "[" + nlohmann::json(it.key()).dump() + "]");
     int32_t id = v.id();
     m.vocab_.emplace(it.key(), id);
-    max_id = std::max(max_id, id);
+    if (id > max_id) {
+      max_id = id;
+      max_entry = it;
+    }
   }
+  // Ids index a dense table (id -> token), so a lone id of 400 million would ask for gigabytes (found by the
+  // tokenizer fuzz target). Real vocabularies are dense; a few gaps are fine.
+  constexpr int64_t kMaxMissingIds = int64_t{1} << 20;
+  if (max_id >= static_cast<int64_t>(vocab.json().size()) + kMaxMissingIds)
+    JNode(max_entry.value(), vocab.file(), vocab.path() + "[" + nlohmann::json(max_entry.key()).dump() + "]")
+        .fail("token id ", max_id, " in a vocab of ", vocab.json().size(),
+              " entries: ids this sparse are not supported (at most ", kMaxMissingIds,
+              " ids may be missing)");
   m.id_to_token_.assign(static_cast<size_t>(max_id + 1), std::string());
   m.has_id_.assign(static_cast<size_t>(max_id + 1), false);
   for (const auto& [tok, id] : m.vocab_) {

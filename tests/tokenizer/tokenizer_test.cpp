@@ -48,6 +48,22 @@ TEST(Tokenizer, MinimalWorks) {
   EXPECT_EQ(t.vocab_size(), 3);
 }
 
+// A lone huge id would size the id -> token table in gigabytes (the tokenizer fuzz target's out-of-memory
+// input, tests/fuzz/regressions/tokenizer/); a few gaps in the ids still load.
+TEST(Tokenizer, SparseIdsAreAnErrorNotGigabytes) {
+  json j = minimal();
+  j["model"]["vocab"]["ab"] = 411000000;
+  expect_load_error(j,
+                    "$.model.vocab[\"ab\"]: token id 411000000 in a vocab of 3 entries: ids this sparse are "
+                    "not supported");
+  j = minimal();
+  j["model"]["vocab"]["ab"] = 1000;
+  j["model"]["merges"] = json::array();
+  Tokenizer t = Tokenizer::from_json_text(j.dump(), "tok.json");
+  EXPECT_EQ(t.vocab_size(), 1001);
+  EXPECT_EQ(t.token_to_id("ab"), 1000);
+}
+
 TEST(Tokenizer, MalformedFieldsNameTheJsonPath) {
   json j = minimal();
   j["model"]["vocab"]["b"] = "x";
