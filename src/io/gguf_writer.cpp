@@ -1,6 +1,5 @@
 #include "io/gguf_writer.h"
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -163,10 +162,7 @@ void GgufWriter::write(const std::string& path, const Producer& produce) const {
     }
     if (std::fflush(f.get()) != 0) fail(path, ": write failed (disk full?)");
     // fsync: with delayed allocation a full disk may only show now, and it must show here, not at a load.
-    // Then the written pages leave the page cache: cached as written (4 KiB folios) they would be mapped page
-    // by page at every load, while read back through MappedFile they come in 2 MiB folios (mapped_file.cpp).
     if (::fsync(::fileno(f.get())) != 0) fail(path, ": write failed: ", std::strerror(errno));
-    ::posix_fadvise(::fileno(f.get()), 0, 0, POSIX_FADV_DONTNEED);
   } catch (...) {
     f.reset();
     std::remove(path.c_str());
