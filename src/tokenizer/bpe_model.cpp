@@ -44,8 +44,11 @@ BpeModel BpeModel::load(const JNode& model) {
   m.vocab_.reserve(vocab.json().size());
   int32_t max_id = -1;
   auto max_entry = vocab.json().end();
+  const auto entry = [&](auto it) {
+    return JNode(it.value(), vocab.file(), vocab.path() + "[" + nlohmann::json(it.key()).dump() + "]");
+  };
   for (auto it = vocab.json().begin(); it != vocab.json().end(); ++it) {
-    JNode v(it.value(), vocab.file(), vocab.path() + "[" + nlohmann::json(it.key()).dump() + "]");
+    JNode v = entry(it);
     int32_t id = v.id();
     m.vocab_.emplace(it.key(), id);
     if (id > max_id) {
@@ -57,8 +60,7 @@ BpeModel BpeModel::load(const JNode& model) {
   // tokenizer fuzz target). Real vocabularies are dense; a few gaps are fine.
   constexpr int64_t kMaxMissingIds = int64_t{1} << 20;
   if (max_id >= static_cast<int64_t>(vocab.json().size()) + kMaxMissingIds)
-    JNode(max_entry.value(), vocab.file(), vocab.path() + "[" + nlohmann::json(max_entry.key()).dump() + "]")
-        .fail("token id ", max_id, " in a vocab of ", vocab.json().size(),
+    entry(max_entry).fail("token id ", max_id, " in a vocab of ", vocab.json().size(),
               " entries: ids this sparse are not supported (at most ", kMaxMissingIds,
               " ids may be missing)");
   m.id_to_token_.assign(static_cast<size_t>(max_id + 1), std::string());
