@@ -194,6 +194,16 @@ void target_shapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"M", "N", "K", "cold"})->UseRealTime()->Unit(benchmark::kMicrosecond);
 }
 
+// token/: one generated token's matrices of Qwen2.5-0.5B (d = 896, ffn 4864), one role at a time, cold, M =
+// 1: q (896), k / v (128), o (896 x 896), gate or up (4864 x 896), down (896 x 4864). Small matrices show the
+// per-call cost (thread start, first lines' latency) that `dllm bench --ar` reports as their low GB/s.
+void token_shapes(benchmark::internal::Benchmark* b) {
+  for (auto [n, k] :
+       {std::pair<int64_t, int64_t>{896, 896}, {128, 896}, {4864, 896}, {896, 4864}, {896, 4608}})
+    for (int64_t cold : {1, 0}) b->Args({1, n, k, cold});
+  b->ArgNames({"M", "N", "K", "cold"})->UseRealTime()->Unit(benchmark::kMicrosecond);
+}
+
 void moe_shapes(benchmark::internal::Benchmark* b) {
   for (int64_t cold : {1, 0})
     for (auto [n, k] : {std::pair<int64_t, int64_t>{512, 2048}, {2048, 512}, {4096, 4096}})
@@ -291,6 +301,16 @@ BENCHMARK_CAPTURE(BM_MoeGgml, q4_k, dllm::GgmlType::kQ4_K, Kernel::kAuto)
 BENCHMARK_CAPTURE(BM_MoeGgml, q6_k, dllm::GgmlType::kQ6_K, Kernel::kAuto)
     ->Name("target/ggml_q6_k")
     ->Apply(target_shapes);
+
+BENCHMARK_CAPTURE(BM_Packed, q4_0, dllm::GgmlType::kQ4_0, PackedKernelId::kAuto)
+    ->Name("token/packed_q4_0")
+    ->Apply(token_shapes);
+BENCHMARK_CAPTURE(BM_Packed, q4_k, dllm::GgmlType::kQ4_K, PackedKernelId::kAuto)
+    ->Name("token/packed_q4_k")
+    ->Apply(token_shapes);
+BENCHMARK_CAPTURE(BM_Packed, q8_0, dllm::GgmlType::kQ8_0, PackedKernelId::kAuto)
+    ->Name("token/packed_q8_0")
+    ->Apply(token_shapes);
 
 BENCHMARK_CAPTURE(BM_Linear, f32, dllm::ComputeType::kF32)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_Linear, bf16, dllm::ComputeType::kBF16)->Apply(shapes);

@@ -44,12 +44,19 @@ struct TileArgs {
 // unpacked to bytes, [sub-block][row].
 constexpr size_t kQ4kDmin = 32, kQ4kScales = 64, kQ4kMins = 192, kQ4kMetaBytes = 320;
 
-// Few activation rows stream the weights from memory: each 64-byte line is prefetched this far ahead (within
-// the panel, so the hardware prefetcher's ramp-up at the start of each panel is hidden).
+// Few activation rows stream the weights from memory. A tile reads its RP panels side by side, so each
+// panel's quants, and each panel's scales, are a stream of their own: every 64-byte line is prefetched a
+// fixed distance ahead in its stream, and past the panel's end the prefetch goes on into the same stream of
+// the next tile (RP panels on), which the next call reads. Without that, each call's streams began cold: the
+// hardware prefetcher ramps up anew on each, and an 896-column Q4_0 panel is only 7 KiB of quants and 896
+// bytes of scales (the 896 x 896 matrices of a 0.5B model ran at 18 GB/s, 4096 x 4096 at 40).
 constexpr int kPrefetchRows = 2;
-constexpr size_t kPrefetchBytes = 4096;
-inline void prefetch(const uint8_t* p) {
-  _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T0);
+constexpr size_t kPrefetchBytes = 4096;  // in the quants; the scales' distance is in proportion
+template <int RP>
+inline void prefetch_stream(const uint8_t* panel, size_t at, size_t distance, size_t stride) {
+  size_t to = at + distance;
+  if (to >= stride) to += (RP - 1) * stride;
+  _mm_prefetch(reinterpret_cast<const char*>(panel + to), _MM_HINT_T0);
 }
 
 inline int32_t load_i32(const int8_t* p) {
@@ -87,12 +94,19 @@ void tile(const TileArgs& a) {
     }
     const int8_t* xb = a.xq + b * kQK8_0;
     const uint8_t* qb = a.quants + b * kQBytes;
+    if constexpr (RM <= kPrefetchRows)
+      if (b % 2 == 0)  // 32 bytes of scales a block: one line every other block
+        for (int p = 0; p < RP; ++p)
+          prefetch_stream<RP>(a.meta + p * a.meta_stride, b * 32, kPrefetchBytes * 32 / kQBytes,
+                              a.meta_stride);
     if constexpr (kQ4) {
 #pragma GCC unroll 4
       for (int g = 0; g < 4; ++g) {
         __m512i lo[RP], hi[RP];
         for (int p = 0; p < RP; ++p) {
-          if constexpr (RM <= kPrefetchRows) prefetch(qb + p * a.quant_stride + 64 * g);
+          if constexpr (RM <= kPrefetchRows)
+            prefetch_stream<RP>(a.quants + p * a.quant_stride, b * kQBytes + 64 * g, kPrefetchBytes,
+                                a.quant_stride);
           const __m512i v = _mm512_load_si512(qb + p * a.quant_stride + 64 * g);
           lo[p] = _mm512_and_si512(v, low4);
           hi[p] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
@@ -111,7 +125,9 @@ void tile(const TileArgs& a) {
       for (int g = 0; g < 8; ++g) {
         __m512i w[RP];
         for (int p = 0; p < RP; ++p) {
-          if constexpr (RM <= kPrefetchRows) prefetch(qb + p * a.quant_stride + 64 * g);
+          if constexpr (RM <= kPrefetchRows)
+            prefetch_stream<RP>(a.quants + p * a.quant_stride, b * kQBytes + 64 * g, kPrefetchBytes,
+                                a.quant_stride);
           w[p] = _mm512_load_si512(qb + p * a.quant_stride + 64 * g);
         }
         for (int r = 0; r < RM; ++r) {
@@ -150,6 +166,11 @@ void tile_q4k(const TileArgs& a) {
     for (int r = 0; r < RM; ++r)
       for (int p = 0; p < RP; ++p) sumi[r][p] = _mm512_setzero_si512();
     const int8_t* xb = a.xq + sb * kQK_K;
+    if constexpr (RM <= kPrefetchRows)
+      for (int p = 0; p < RP; ++p)
+        for (size_t line = 0; line < kQ4kMetaBytes; line += 64)
+          prefetch_stream<RP>(a.meta + p * a.meta_stride, sb * kQ4kMetaBytes + line,
+                              kPrefetchBytes * kQ4kMetaBytes / 2048, a.meta_stride);
     for (int jp = 0; jp < 4; ++jp) {
       __m512i dl[RM][RP], dh[RM][RP];
       for (int r = 0; r < RM; ++r)
@@ -159,7 +180,9 @@ void tile_q4k(const TileArgs& a) {
       for (int g = 0; g < 8; ++g) {
         __m512i lo[RP], hi[RP];
         for (int p = 0; p < RP; ++p) {
-          if constexpr (RM <= kPrefetchRows) prefetch(qb + p * a.quant_stride + 64 * g);
+          if constexpr (RM <= kPrefetchRows)
+            prefetch_stream<RP>(a.quants + p * a.quant_stride, sb * 2048 + jp * 512 + 64 * g, kPrefetchBytes,
+                                a.quant_stride);
           const __m512i v = _mm512_load_si512(qb + p * a.quant_stride + 64 * g);
           lo[p] = _mm512_and_si512(v, low4);
           hi[p] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
@@ -600,10 +623,19 @@ void LinearPacked::forward_group(std::span<const Output> outs, const float* x, i
   const Kernel kernel = w0.kernel_;
   const bool q4k = type == GgmlType::kQ4_K;
   Scratch& s = tls_scratch;
-  int8_t* xq = grow(s.q, rows * k);
-  float* xd = grow(s.d, rows * nb);
-  int32_t* xs = q4k ? nullptr : grow(s.s, rows * nb);
-  int16_t* xs16 = q4k ? grow(s.s16, rows * nb * 8) : nullptr;
+  // The activation rows quantised: int8s, a scale per block, and block sums (Q8_0 / Q4_0) or 32-sums (Q4_K).
+  struct Activations {
+    int8_t* xq;
+    float* xd;
+    int32_t* xs;
+    int16_t* xs16;
+  };
+  const auto activations_in = [&](Scratch& scratch) {
+    return Activations{grow(scratch.q, rows * k), grow(scratch.d, rows * nb),
+                       q4k ? nullptr : grow(scratch.s, rows * nb),
+                       q4k ? grow(scratch.s16, rows * nb * 8) : nullptr};
+  };
+  const Activations shared = activations_in(s);
   const bool q4_0 = type == GgmlType::kQ4_0;
   const bool vnni512 = kernel == Kernel::kAvx512Vnni || kernel == Kernel::kAmx;
   // AMX: the first amx_rows rows (whole 16-row tiles) of Q8_0 / Q4_0; the rest, and Q4_K, on AVX512_VNNI.
@@ -619,7 +651,6 @@ void LinearPacked::forward_group(std::span<const Output> outs, const float* x, i
                                                                 : kAvx2Tiles<false>);
   const size_t qstride = static_cast<size_t>(nb) * w0.quant_bytes_per_block();
   const size_t mstride = static_cast<size_t>(nb) * w0.meta_bytes_per_block();
-  const size_t panel_bytes = qstride + mstride;
 
   // The outputs' panels numbered one after another: output j holds panels first[j] .. first[j + 1] - 1.
   std::vector<int64_t>& first = s.group_first;
@@ -636,18 +667,16 @@ void LinearPacked::forward_group(std::span<const Output> outs, const float* x, i
 
   // A work item is a run of panels against every activation row, tile after tile: the panels' weights stay
   // in L2 while the rows stream past. With many rows an item is one tile of panels (dynamic schedule). With
-  // few rows the weights stream from memory: items are at least ~64 KiB long so each thread reads long
-  // contiguous runs (2 threads on 1-panel items of Q4_K read 24 GB/s here, on 4-panel items 30+), equal in
-  // size, a multiple of the thread count and spread over all the outputs (one item per 896 x 896 Q4_0 matrix
-  // of 7 left one thread idle an eighth of the time; a 128-row k or v ran on one thread). Each output is
+  // few rows the weights stream from memory: one item per thread, its equal contiguous share of all the
+  // outputs' panels, so each thread reads one long run (2 threads on 1-panel items of Q4_K read 24 GB/s here,
+  // on 4-panel items 30+; one item per 896 x 896 Q4_0 matrix of 7 left one thread idle an eighth of the time;
+  // a 128-row k or v alone ran on one thread) and its tiles are whole but at the ends. Each output is
   // computed by one thread in a fixed order: the same bits for any thread count and any grouping.
   std::vector<std::pair<int64_t, int64_t>>& items = s.group_items;  // [begin, end) in the numbering above
   items.clear();
   const bool streaming = rows <= 4;
   if (streaming) {
-    const int64_t by_size =
-        std::max<int64_t>(1, static_cast<int64_t>(panels * panel_bytes / (size_t{64} << 10)));
-    const int64_t n = std::min(panels, (by_size + threads - 1) / threads * threads);
+    const int64_t n = std::min(panels, threads);
     for (int64_t i = 0; i < n; ++i) items.emplace_back(i * panels / n, (i + 1) * panels / n);
   } else {
     for (size_t j = 0; j + 1 < first.size(); ++j)
@@ -655,13 +684,13 @@ void LinearPacked::forward_group(std::span<const Output> outs, const float* x, i
         items.emplace_back(p, std::min(first[j + 1], p + tiles.panels));
   }
 
-  const auto quantize_row = [&](int64_t r) {
+  const auto quantize_row = [&](const Activations& a, int64_t r) {
     if (q4k) {
-      quantize_row_q8_k(x + r * k, k, xq + r * k, xd + r * nb, xs16 + r * nb * 8);
+      quantize_row_q8_k(x + r * k, k, a.xq + r * k, a.xd + r * nb, a.xs16 + r * nb * 8);
       return;
     }
-    quantize_row_q8_avx2(x + r * k, k, xq + r * k, xd + r * nb);
-    block_sums(xq + r * k, nb, xs + r * nb);
+    quantize_row_q8_avx2(x + r * k, k, a.xq + r * k, a.xd + r * nb);
+    block_sums(a.xq + r * k, nb, a.xs + r * nb);
   };
   // AMX reads each 16 x 32 A tile from 512 contiguous bytes: rows K apart would all fall in one L1 set.
   int8_t* xa = amx_rows > 0 ? grow(s.a_tiles, amx_rows * k) : nullptr;
@@ -672,9 +701,9 @@ void LinearPacked::forward_group(std::span<const Output> outs, const float* x, i
     for (int64_t b = 0; b < nb; ++b)
       for (int r = 0; r < amx::kTileRows; ++r) {
         const int64_t row = group * amx::kTileRows + r, at = (group * nb + b) * amx::kTileRows + r;
-        std::memcpy(xa + at * kQK8_0, xq + row * k + b * kQK8_0, kQK8_0);
-        xoff[at] = offset * xs[row * nb + b];
-        xscale[at] = xd[row * nb + b];
+        std::memcpy(xa + at * kQK8_0, shared.xq + row * k + b * kQK8_0, kQK8_0);
+        xoff[at] = offset * shared.xs[row * nb + b];
+        xscale[at] = shared.xd[row * nb + b];
       }
   };
   // Panels begin .. end - 1 of one output's weights w, whose y is out (row stride w.rows_).
@@ -715,7 +744,8 @@ void LinearPacked::forward_group(std::span<const Output> outs, const float* x, i
     }
     amx::release();
   };
-  const auto run_panels = [&](const LinearPacked& w, float* out, int64_t begin, int64_t end) {
+  const auto run_panels = [&](const Activations& x8, const LinearPacked& w, float* out, int64_t begin,
+                              int64_t end) {
     if (amx_rows > 0) run_amx(w, out, begin, end);
     for (int64_t p0 = begin; p0 < end; p0 += tiles.panels) {
       const int np = static_cast<int>(std::min<int64_t>(tiles.panels, end - p0));
@@ -727,10 +757,10 @@ void LinearPacked::forward_group(std::span<const Output> outs, const float* x, i
                          mstride,
                          nb,
                          k,
-                         xq + m0 * k,
-                         xd + m0 * nb,
-                         xs ? xs + m0 * nb : nullptr,
-                         xs16 ? xs16 + m0 * nb * 8 : nullptr,
+                         x8.xq + m0 * k,
+                         x8.xd + m0 * nb,
+                         x8.xs ? x8.xs + m0 * nb : nullptr,
+                         x8.xs16 ? x8.xs16 + m0 * nb * 8 : nullptr,
                          out + m0 * w.rows_ + p0 * kRows,
                          w.rows_,
                          accumulate};
@@ -738,35 +768,45 @@ void LinearPacked::forward_group(std::span<const Output> outs, const float* x, i
       }
     }
   };
-  const auto run_item = [&](int64_t item) {
+  const auto run_item = [&](const Activations& x8, int64_t item) {
     const auto [begin, end] = items[static_cast<size_t>(item)];
     for (size_t j = 0; j < outs.size(); ++j) {
       const int64_t b = std::max(begin, first[j]), e = std::min(end, first[j + 1]);
-      if (b < e) run_panels(*outs[j].weights, outs[j].y, b - first[j], e - first[j]);
+      if (b < e) run_panels(x8, *outs[j].weights, outs[j].y, b - first[j], e - first[j]);
     }
   };
   const auto n_items = static_cast<int64_t>(items.size());
   // Inside a parallel region (experts, one per thread) the work stays on this thread without a nested region.
   if (serial) {
-    for (int64_t r = 0; r < rows; ++r) quantize_row(r);
+    for (int64_t r = 0; r < rows; ++r) quantize_row(shared, r);
     for (int64_t g = 0; g < amx_rows / amx::kTileRows; ++g) gather_a_tiles(g);
-    for (int64_t item = 0; item < n_items; ++item) run_item(item);
+    for (int64_t item = 0; item < n_items; ++item) run_item(shared, item);
+    return;
+  }
+  if (streaming) {
+    // Each thread quantises the few rows itself, into its own scratch, and takes its equal contiguous share
+    // of the items: no barrier inside the region. libgomp's barriers end in a futex wake, a system call
+    // (1.1 us in this VM), and a token runs ~100 of these regions.
+#pragma omp parallel
+    {
+      const Activations own = activations_in(tls_scratch);
+      for (int64_t r = 0; r < rows; ++r) quantize_row(own, r);
+#pragma omp for schedule(static) nowait
+      for (int64_t item = 0; item < n_items; ++item) run_item(own, item);
+    }
     return;
   }
 #pragma omp parallel
   {
 #pragma omp for schedule(static)
-    for (int64_t r = 0; r < rows; ++r) quantize_row(r);
+    for (int64_t r = 0; r < rows; ++r) quantize_row(shared, r);
+    if (amx_rows > 0) {
 #pragma omp for schedule(static)
-    for (int64_t g = 0; g < amx_rows / amx::kTileRows; ++g) gather_a_tiles(g);
-    // Streaming: equal items, each thread its contiguous share. Otherwise tiles of unequal cost: dynamic.
-    if (streaming) {
-#pragma omp for schedule(static)
-      for (int64_t item = 0; item < n_items; ++item) run_item(item);
-    } else {
-#pragma omp for schedule(dynamic)
-      for (int64_t item = 0; item < n_items; ++item) run_item(item);
+      for (int64_t g = 0; g < amx_rows / amx::kTileRows; ++g) gather_a_tiles(g);
     }
+    // Tiles of unequal cost: dynamic.
+#pragma omp for schedule(dynamic) nowait
+    for (int64_t item = 0; item < n_items; ++item) run_item(shared, item);
   }
 }
 
