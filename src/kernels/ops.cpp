@@ -42,8 +42,20 @@ void rms_norm(const float* x, const float* w, int64_t rows, int64_t dim, float e
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * dim;
     float* o = out + r * dim;
-    double ss = 0;  // mean of squares accumulated in double: order-independent to f32 precision
-    for (int64_t i = 0; i < dim; ++i) ss += static_cast<double>(xr[i]) * xr[i];
+    // Mean of squares accumulated in double: order-independent to f32 precision, so eight double lanes may
+    // sum it (a serial double sum was 1.2 us of latency-bound adds a 896-wide row, 49 rows a token).
+    __m256d acc0 = _mm256_setzero_pd(), acc1 = _mm256_setzero_pd();
+    int64_t i = 0;
+    for (; i + 8 <= dim; i += 8) {
+      const __m256d lo = _mm256_cvtps_pd(_mm_loadu_ps(xr + i)),
+                    hi = _mm256_cvtps_pd(_mm_loadu_ps(xr + i + 4));
+      acc0 = _mm256_fmadd_pd(lo, lo, acc0);
+      acc1 = _mm256_fmadd_pd(hi, hi, acc1);
+    }
+    alignas(32) double lanes[4];
+    _mm256_store_pd(lanes, _mm256_add_pd(acc0, acc1));
+    double ss = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+    for (; i < dim; ++i) ss += static_cast<double>(xr[i]) * xr[i];
     const float scale = 1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(dim)) + eps);
     for (int64_t i = 0; i < dim; ++i) o[i] = w[i] * (xr[i] * scale);
   }
@@ -114,7 +126,8 @@ void attention(const float* q, const float* k, const float* v, int64_t batch, in
 #pragma omp parallel
   {
     std::vector<float> scores(static_cast<size_t>(std::min(q_len, kQueryBlock) * kv_len));
-#pragma omp for collapse(3) schedule(static)
+    // nowait: the region's end joins the threads; a barrier before it would cost a second futex wake.
+#pragma omp for collapse(3) schedule(static) nowait
     for (int64_t b = 0; b < batch; ++b)
       for (int64_t h = 0; h < n_heads; ++h)
         for (int64_t qb = 0; qb < q_blocks; ++qb) {
