@@ -67,6 +67,24 @@ void MatMul::forward_group(std::span<const MatMul* const> ws, const float* x, in
   quant::LinearPacked::forward_group({outs.data(), ws.size()}, x, rows);
 }
 
+bool MatMul::can_share_group(std::span<const MatMul* const> ws) {
+  constexpr size_t kMaxGroup = 8;
+  if (ws.empty() || ws.size() > kMaxGroup) return false;
+  for (const MatMul* w : ws)
+    if (!w->is_packed() || !quant::LinearPacked::can_group(*ws[0]->packed(), *w->packed())) return false;
+  return true;
+}
+
+void MatMul::forward_group_share(std::span<const MatMul* const> ws, const float* x, int64_t rows,
+                                 std::span<float* const> ys, bool accumulate, int thread, int threads) {
+  if (ws.size() != ys.size() || !can_share_group(ws))
+    fail("MatMul::forward_group_share: ", ws.size(), " matrices (", ys.size(),
+         " outputs) that are not packed panels of one type and width");
+  std::array<quant::LinearPacked::Output, 8> outs;
+  for (size_t i = 0; i < ws.size(); ++i) outs[i] = {ws[i]->packed().get(), ys[i]};
+  quant::LinearPacked::forward_group_share({outs.data(), ws.size()}, x, rows, accumulate, thread, threads);
+}
+
 void MatMul::dequantize_row(int64_t row, float* out) const {
   if (std::holds_alternative<Linear>(impl_)) fail("MatMul: dequantize_row on plain f32/bf16 weights");
   std::visit(

@@ -38,6 +38,11 @@ class MatMul {
   // same bits either way.
   static void forward_group(std::span<const MatMul* const> ws, const float* x, int64_t rows,
                             std::span<float* const> ys);
+  // forward_group's work for thread `thread` of `threads`, called by every thread of a region the caller runs
+  // (quant::LinearPacked::forward_group_share): matrices that can_share_group only, <= 4 rows.
+  static bool can_share_group(std::span<const MatMul* const> ws);
+  static void forward_group_share(std::span<const MatMul* const> ws, const float* x, int64_t rows,
+                                  std::span<float* const> ys, bool accumulate, int thread, int threads);
   // Row `row` of W as f32 (an embedding lookup in a quantized table); fails for a Linear.
   void dequantize_row(int64_t row, float* out) const;
   // Another MatMul over the same quantized weights (a tied head and its embedding table); fails for a Linear.

@@ -113,15 +113,55 @@ void rope_neox(float* x, int64_t rows, int64_t n_heads, const int64_t* positions
 // OpenBLAS 0.3.21 picks its kernels from a CPU model table and falls back to SSE3 ("Prescott") on CPUs newer
 // than it (Sapphire Rapids Xeons here), which made attention 3.4x slower (20.6% vs 6.1% of a 1024-token
 // llada-1b forward); oneDNN dispatches on the instruction sets cpuid reports.
-void attention(const float* q, const float* k, const float* v, int64_t batch, int64_t q_len, int64_t kv_len,
-               int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, const uint8_t* key_valid, float* out,
-               int64_t block, int64_t q_offset) {
-  ScopedKernelTimer timer(KernelKind::kAttention);
+namespace {
+
+constexpr int64_t kQueryBlock = 256;  // bounds the score block at 256 x kv_len floats per thread
+
+// Head h of batch row b, queries [qb * kQueryBlock, + kQueryBlock): scores in `scores` (the caller's, sized
+// for a query block).
+void attend(const float* q, const float* k, const float* v, int64_t b, int64_t h, int64_t qb, int64_t q_len,
+            int64_t kv_len, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, const uint8_t* key_valid,
+            float* out, int64_t block, int64_t q_offset, float* scores) {
   const int64_t q_dim = n_heads * head_dim, kv_dim = n_kv_heads * head_dim;
   const int64_t rep = n_heads / n_kv_heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   const float neg_inf = -std::numeric_limits<float>::infinity();
-  constexpr int64_t kQueryBlock = 256;  // bounds the score block at 256 x kv_len floats per thread
+  const int64_t i0 = qb * kQueryBlock, rows = std::min(kQueryBlock, q_len - i0);
+  const int64_t kvh = h / rep;
+  const float* qh = q + (b * q_len + i0) * q_dim + h * head_dim;
+  const float* kh = k + b * kv_len * kv_dim + kvh * head_dim;
+  const float* vh = v + b * kv_len * kv_dim + kvh * head_dim;
+  float* oh = out + (b * q_len + i0) * q_dim + h * head_dim;
+  const uint8_t* valid = key_valid ? key_valid + b * kv_len : nullptr;
+  // Under the block rule the last query of the block sees the most keys; later keys are not computed.
+  const int64_t seen = visible_keys(q_offset + i0 + rows - 1, block, kv_len);
+  const dnnl_dim_t n = seen, hd = head_dim;
+  dnnl_sgemm('N', 'T', rows, n, hd, scale, qh, q_dim, kh, kv_dim, 0.0f, scores, n);
+  for (int64_t i = 0; i < rows; ++i) {
+    float* s = scores + i * seen;
+    const int64_t visible = visible_keys(q_offset + i0 + i, block, seen);
+    float max = neg_inf;
+    for (int64_t j = 0; j < visible; ++j) {
+      if (valid && !valid[j]) s[j] = neg_inf;
+      max = std::max(max, s[j]);
+    }
+    if (max == neg_inf) {  // no valid key: zeros, as torch >= 2.5's safe softmax
+      std::fill(s, s + seen, 0.0f);
+      continue;
+    }
+    const float inv_sum = 1.0f / exp_shifted_sum(s, visible, max);
+    for (int64_t j = 0; j < visible; ++j) s[j] *= inv_sum;
+    std::fill(s + visible, s + seen, 0.0f);
+  }
+  dnnl_sgemm('N', 'N', rows, hd, n, 1.0f, scores, n, vh, kv_dim, 0.0f, oh, q_dim);
+}
+
+}  // namespace
+
+void attention(const float* q, const float* k, const float* v, int64_t batch, int64_t q_len, int64_t kv_len,
+               int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, const uint8_t* key_valid, float* out,
+               int64_t block, int64_t q_offset) {
+  ScopedKernelTimer timer(KernelKind::kAttention);
   const int64_t q_blocks = (q_len + kQueryBlock - 1) / kQueryBlock;
 #pragma omp parallel
   {
@@ -130,37 +170,24 @@ void attention(const float* q, const float* k, const float* v, int64_t batch, in
 #pragma omp for collapse(3) schedule(static) nowait
     for (int64_t b = 0; b < batch; ++b)
       for (int64_t h = 0; h < n_heads; ++h)
-        for (int64_t qb = 0; qb < q_blocks; ++qb) {
-          const int64_t i0 = qb * kQueryBlock, rows = std::min(kQueryBlock, q_len - i0);
-          const int64_t kvh = h / rep;
-          const float* qh = q + (b * q_len + i0) * q_dim + h * head_dim;
-          const float* kh = k + b * kv_len * kv_dim + kvh * head_dim;
-          const float* vh = v + b * kv_len * kv_dim + kvh * head_dim;
-          float* oh = out + (b * q_len + i0) * q_dim + h * head_dim;
-          const uint8_t* valid = key_valid ? key_valid + b * kv_len : nullptr;
-          // Under the block rule the last query of the block sees the most keys; later keys are not computed.
-          const int64_t seen = visible_keys(q_offset + i0 + rows - 1, block, kv_len);
-          const dnnl_dim_t n = seen, hd = head_dim;
-          dnnl_sgemm('N', 'T', rows, n, hd, scale, qh, q_dim, kh, kv_dim, 0.0f, scores.data(), n);
-          for (int64_t i = 0; i < rows; ++i) {
-            float* s = scores.data() + i * seen;
-            const int64_t visible = visible_keys(q_offset + i0 + i, block, seen);
-            float max = neg_inf;
-            for (int64_t j = 0; j < visible; ++j) {
-              if (valid && !valid[j]) s[j] = neg_inf;
-              max = std::max(max, s[j]);
-            }
-            if (max == neg_inf) {  // no valid key: zeros, as torch >= 2.5's safe softmax
-              std::fill(s, s + seen, 0.0f);
-              continue;
-            }
-            const float inv_sum = 1.0f / exp_shifted_sum(s, visible, max);
-            for (int64_t j = 0; j < visible; ++j) s[j] *= inv_sum;
-            std::fill(s + visible, s + seen, 0.0f);
-          }
-          dnnl_sgemm('N', 'N', rows, hd, n, 1.0f, scores.data(), n, vh, kv_dim, 0.0f, oh, q_dim);
-        }
+        for (int64_t qb = 0; qb < q_blocks; ++qb)
+          attend(q, k, v, b, h, qb, q_len, kv_len, n_heads, n_kv_heads, head_dim, key_valid, out, block,
+                 q_offset, scores.data());
   }
+}
+
+void attention_heads(const float* q, const float* k, const float* v, int64_t batch, int64_t q_len,
+                     int64_t kv_len, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
+                     const uint8_t* key_valid, float* out, int64_t block, int64_t q_offset,
+                     int64_t head_begin, int64_t head_end) {
+  const int64_t q_blocks = (q_len + kQueryBlock - 1) / kQueryBlock;
+  thread_local std::vector<float> scores;
+  scores.resize(static_cast<size_t>(std::min(q_len, kQueryBlock) * kv_len));
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t h = head_begin; h < head_end; ++h)
+      for (int64_t qb = 0; qb < q_blocks; ++qb)
+        attend(q, k, v, b, h, qb, q_len, kv_len, n_heads, n_kv_heads, head_dim, key_valid, out, block,
+               q_offset, scores.data());
 }
 
 void silu_mul(const float* gate, const float* up, int64_t n, float* out) {

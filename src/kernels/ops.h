@@ -44,6 +44,14 @@ void attention(const float* q, const float* k, const float* v, int64_t batch, in
                int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, const uint8_t* key_valid, float* out,
                int64_t block = 0, int64_t q_offset = 0);
 
+// attention's work for heads [head_begin, head_end) of every batch row, on the calling thread: for a caller
+// that runs its own parallel region (a generated token's layers, each thread a share of the heads). The same
+// bits as attention.
+void attention_heads(const float* q, const float* k, const float* v, int64_t batch, int64_t q_len,
+                     int64_t kv_len, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
+                     const uint8_t* key_valid, float* out, int64_t block, int64_t q_offset,
+                     int64_t head_begin, int64_t head_end);
+
 // Keys visible to query index `query` (in key order) under a block size; kv_len when block <= 0.
 inline int64_t visible_keys(int64_t query, int64_t block, int64_t kv_len) {
   if (block <= 0) return kv_len;

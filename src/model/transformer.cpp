@@ -14,6 +14,7 @@
 
 #include "cache/kv_cache.h"
 #include "core/error.h"
+#include "core/spin_barrier.h"
 #include "kernels/profile.h"
 
 namespace dllm {
@@ -327,6 +328,15 @@ std::vector<float> Transformer::run(const ForwardInput& input) {
 
   embed(input.tokens, x_.data());
   record(x_.data());
+  if (token_in_one_region_ && op == CacheOp::kExtend && n <= quant::LinearPacked::kShareRows &&
+      !input.hidden_states && !any_invalid && omp_get_max_threads() > 1 && !omp_in_parallel() &&
+      token_in_one_region_possible()) {
+    auto logits = run_token(n, positions.data(), *cache, offset, input.cache_append, input.attention_block,
+                            input.logits_from, logits_end(input));
+    cache->seq_len = offset + input.cache_append;
+    cache->valid.assign(static_cast<size_t>(cache->seq_len), 1);
+    return logits;
+  }
   for (size_t l = 0; l < weights_.layers.size(); ++l) {
     const LayerWeights& w = weights_.layers[l];
     rms_norm(x_.data(), w.attn_norm.data(), n, d, config_.rms_eps, h_.data());
@@ -396,6 +406,109 @@ std::vector<float> Transformer::run(const ForwardInput& input) {
   std::vector<float> logits(static_cast<size_t>(batch * keep * mi.vocab_size));
   multiply(MatmulRole::kHead, weights_.head, normed.data(), batch * keep, logits.data(),
            /*accumulate=*/false);
+  return logits;
+}
+
+bool Transformer::token_in_one_region_possible() const {
+  if (!token_in_one_region_possible_) {
+    // DLLM_TOKEN_IN_ONE_REGION=0 runs a token's forward as any other (A/B timing of whole commands).
+    const char* env = std::getenv("DLLM_TOKEN_IN_ONE_REGION");
+    bool possible = !(env && std::string(env) == "0");
+    const auto group = [](std::initializer_list<const MatMul*> ws) {
+      return MatMul::can_share_group({ws.begin(), ws.size()});
+    };
+    for (const LayerWeights& w : weights_.layers)
+      possible = possible && !w.moe && group({&w.q, &w.k, &w.v}) && group({&w.o}) &&
+                 group({&w.gate, &w.up}) && group({&w.down});
+    token_in_one_region_possible_ = possible && group({&weights_.head});
+  }
+  return *token_in_one_region_possible_;
+}
+
+std::vector<float> Transformer::run_token(int64_t n, const int64_t* positions, KvCache& cache, int64_t offset,
+                                          int64_t cache_append, int64_t block, int64_t keep_from,
+                                          int64_t keep_to) {
+  const ModelInfo& mi = config_.info;
+  const int64_t d = mi.d_model, hd = mi.head_dim, ffn = mi.ffn_hidden;
+  const int64_t q_dim = mi.n_heads * hd, kv_dim = mi.n_kv_heads * hd, keep = keep_to - keep_from;
+  const float eps = config_.rms_eps;
+  std::vector<float> normed(static_cast<size_t>(keep * d));
+  std::vector<float> logits(static_cast<size_t>(keep * mi.vocab_size));
+  const bool profile = KernelProfile::enabled;
+  std::optional<SpinBarrier> barrier;
+#pragma omp parallel
+  {
+    const int t = omp_get_thread_num(), threads = omp_get_num_threads();
+#pragma omp single
+    barrier.emplace(threads);
+    // Every step ends at the barrier; thread 0 times each step to its barrier when KernelProfile is on.
+    auto clock = std::chrono::steady_clock::now();
+    const auto done = [&](KernelKind kind, std::initializer_list<const MatMul*> ws = {},
+                          MatmulRole role = MatmulRole::kCount) {
+      barrier->wait();
+      if (!profile || t != 0) return;
+      const auto now = std::chrono::steady_clock::now();
+      const double seconds = std::chrono::duration<double>(now - clock).count();
+      clock = now;
+      KernelProfile::seconds[static_cast<int>(kind)] += seconds;
+      if (role == MatmulRole::kCount) return;
+      role_stats_.seconds[static_cast<int>(role)] += seconds;
+      for (const MatMul* w : ws)
+        role_stats_.bytes[static_cast<int>(role)] += static_cast<double>(w->weight_bytes());
+    };
+    const auto multiply_share = [&](MatmulRole role, std::initializer_list<const MatMul*> ws, const float* x,
+                                    int64_t rows, std::initializer_list<float*> ys, bool accumulate) {
+      MatMul::forward_group_share({ws.begin(), ws.size()}, x, rows, {ys.begin(), ys.size()}, accumulate, t,
+                                  threads);
+      done(KernelKind::kMatmul, ws, role);
+    };
+    for (const LayerWeights& w : weights_.layers) {
+      const size_t l = static_cast<size_t>(&w - weights_.layers.data());
+      std::vector<float>& ck = cache.k[l];
+      std::vector<float>& cv = cache.v[l];
+      if (t == 0) rms_norm(x_.data(), w.attn_norm.data(), n, d, eps, h_.data());
+      done(KernelKind::kNorm);
+      multiply_share(MatmulRole::kQkv, {&w.q, &w.k, &w.v}, h_.data(), n, {q_.data(), k_.data(), v_.data()},
+                     false);
+      if (t == 0) {  // biases, q/k norms, RoPE and the cache append: counted as rope
+        if (config_.qkv_bias) {
+          add_bias(q_.data(), w.q_bias.data(), n, q_dim);
+          add_bias(k_.data(), w.k_bias.data(), n, kv_dim);
+          add_bias(v_.data(), w.v_bias.data(), n, kv_dim);
+        }
+        if (config_.qk_norm) {
+          rms_norm(q_.data(), w.q_norm.data(), n * mi.n_heads, hd, eps, q_.data());
+          rms_norm(k_.data(), w.k_norm.data(), n * mi.n_kv_heads, hd, eps, k_.data());
+        }
+        rope_neox(q_.data(), n, mi.n_heads, positions, rope_, hd);
+        rope_neox(k_.data(), n, mi.n_kv_heads, positions, rope_, hd);
+        ck.insert(ck.end(), k_.begin(), k_.begin() + n * kv_dim);
+        cv.insert(cv.end(), v_.begin(), v_.begin() + n * kv_dim);
+      }
+      done(KernelKind::kRope);
+      attention_heads(q_.data(), ck.data(), cv.data(), 1, n, offset + n, mi.n_heads, mi.n_kv_heads, hd,
+                      nullptr, att_.data(), block, offset, t * mi.n_heads / threads,
+                      (t + 1) * mi.n_heads / threads);
+      done(KernelKind::kAttention);
+      multiply_share(MatmulRole::kOut, {&w.o}, att_.data(), n, {x_.data()}, true);
+      if (t == 0) {
+        ck.resize(static_cast<size_t>((offset + cache_append) * kv_dim));
+        cv.resize(ck.size());
+        rms_norm(x_.data(), w.ffn_norm.data(), n, d, eps, h_.data());
+      }
+      done(KernelKind::kNorm);
+      multiply_share(MatmulRole::kGateUp, {&w.gate, &w.up}, h_.data(), n, {gate_.data(), up_.data()}, false);
+      // Split at multiples of 8: silu_mul's vector lanes and scalar tail then fall as in one call.
+      const int64_t total = n * ffn, begin = t * total / threads / 8 * 8;
+      const int64_t end = t + 1 == threads ? total : (t + 1) * total / threads / 8 * 8;
+      silu_mul(gate_.data() + begin, up_.data() + begin, end - begin, gate_.data() + begin);
+      done(KernelKind::kActivation);
+      multiply_share(MatmulRole::kDown, {&w.down}, gate_.data(), n, {x_.data()}, true);
+    }
+    if (t == 0) rms_norm(x_.data() + keep_from * d, weights_.final_norm.data(), keep, d, eps, normed.data());
+    done(KernelKind::kNorm);
+    multiply_share(MatmulRole::kHead, {&weights_.head}, normed.data(), keep, {logits.data()}, false);
+  }
   return logits;
 }
 

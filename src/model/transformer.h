@@ -154,12 +154,26 @@ class Transformer final : public Model {
   const MatmulRoleStats& matmul_role_stats() const { return role_stats_; }
   void reset_matmul_role_stats() { role_stats_ = {}; }
 
+  // A generated token's forward (<= 4 rows on the block cache, dense layers, every matrix in packed panels)
+  // runs all its layers in one parallel region, the threads meeting at spin barriers between the steps
+  // (run_token). On by default; off runs it as any forward does, one region per step (for tests and A/B
+  // timing). The same bits either way.
+  void set_token_in_one_region(bool on) { token_in_one_region_ = on; }
+
  private:
   std::vector<float> run(const ForwardInput& input);
   void embed(std::span<const int32_t> tokens, float* out) const;
   // x += ffn(h) over n rows: the dense MLP or the routed experts.
   void feed_forward(const LayerWeights& w, int64_t n, float* x);
   void mixture_of_experts(const MoeWeights& w, int64_t n, float* x);
+  // Whether every layer is dense and every matrix packed so that run_token can take a token's forward.
+  bool token_in_one_region_possible() const;
+  // The layers, final norm and head of n <= 4 rows extending the block cache (x_ holds their embeddings),
+  // in one parallel region: each matmul split into the threads' contiguous shares, attention by heads, the
+  // small steps on one thread; a spin barrier after each step. Returns the logits of rows [keep_from,
+  // keep_to).
+  std::vector<float> run_token(int64_t n, const int64_t* positions, KvCache& cache, int64_t offset,
+                               int64_t cache_append, int64_t block, int64_t keep_from, int64_t keep_to);
 
   TransformerConfig config_;
   std::unique_ptr<Checkpoint> checkpoint_;  // keeps the mapped embedding alive
@@ -181,6 +195,8 @@ class Transformer final : public Model {
   std::atomic<bool> stop_preparing_{false};
   size_t bytes_to_prepare_ = 0;
   std::atomic<size_t> bytes_prepared_{0};
+  bool token_in_one_region_ = true;
+  mutable std::optional<bool> token_in_one_region_possible_;
 };
 
 }  // namespace dllm

@@ -12,6 +12,7 @@
 #include <random>
 #include <vector>
 
+#include "core/error.h"
 #include "kernels/matmul.h"
 #include "kernels/quant/linear_ggml.h"
 #include "kernels/quant/quant.h"
@@ -180,6 +181,43 @@ TEST_P(LinearPackedKernel, GroupGivesEachMatrixItsOwnBits) {
     }
   }
   EXPECT_EQ(checked, 2 * 5 * 9);
+}
+
+// forward_group_share: the shares of 1, 2 and 3 threads (run here one after another, as the threads of a
+// region would run them side by side) together give each matrix the bits of its reference, accumulating too;
+// more rows than a share takes is an error.
+TEST_P(LinearPackedKernel, SharesOfAGroupGiveEachMatrixItsOwnBits) {
+  const auto [type, kernel] = GetParam();
+  const int64_t K = width(type, 1024);
+  std::vector<LinearPacked> ws;
+  for (int64_t rows : {48, 16, 16}) {
+    const auto blocks = file_blocks(type, rows, K, 60 + static_cast<uint32_t>(ws.size()));
+    ws.push_back(LinearPacked::pack(type, blocks.data(), rows, K, kernel));
+  }
+  int checked = 0;
+  for (int64_t M : {1, 2, 4})
+    for (bool accumulate : {false, true})
+      for (int threads : {1, 2, 3}) {
+        const auto x = randn(M * K, 70 + static_cast<uint32_t>(M), 1.0f);
+        std::vector<std::vector<float>> ys;
+        std::vector<LinearPacked::Output> outs;
+        for (const auto& w : ws) ys.emplace_back(M * w.out_features(), 0.5f);
+        for (size_t i = 0; i < ws.size(); ++i) outs.push_back({&ws[i], ys[i].data()});
+        for (int t = 0; t < threads; ++t)
+          LinearPacked::forward_group_share(outs, x.data(), M, accumulate, t, threads);
+        for (size_t i = 0; i < ws.size(); ++i) {
+          std::vector<float> want(M * ws[i].out_features(), 0.5f);
+          ws[i].forward_reference(x.data(), M, want.data(), accumulate);
+          ASSERT_EQ(ys[i], want) << "matrix " << i << ", M=" << M << ", " << threads << " threads"
+                                 << (accumulate ? ", accumulating" : "");
+          ++checked;
+        }
+      }
+  EXPECT_EQ(checked, 3 * 2 * 3 * 3);
+  std::vector<float> y(5 * 48);
+  const std::vector<float> x(5 * K);
+  const LinearPacked::Output out{&ws[0], y.data()};
+  EXPECT_THROW(LinearPacked::forward_group_share({&out, 1}, x.data(), 5, false, 0, 2), Error);
 }
 
 INSTANTIATE_TEST_SUITE_P(

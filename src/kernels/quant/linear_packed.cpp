@@ -610,6 +610,19 @@ void LinearPacked::forward(const float* x, int64_t rows, float* y, bool accumula
 
 void LinearPacked::forward_group(std::span<const Output> outs, const float* x, int64_t rows,
                                  bool accumulate) {
+  run_group(outs, x, rows, accumulate, 0, 0);
+}
+
+void LinearPacked::forward_group_share(std::span<const Output> outs, const float* x, int64_t rows,
+                                       bool accumulate, int thread, int threads) {
+  if (rows > kShareRows) fail("LinearPacked::forward_group_share: ", rows, " rows, more than ", kShareRows);
+  if (threads <= 0 || thread < 0 || thread >= threads)
+    fail("LinearPacked::forward_group_share: thread ", thread, " of ", threads);
+  run_group(outs, x, rows, accumulate, thread, threads);
+}
+
+void LinearPacked::run_group(std::span<const Output> outs, const float* x, int64_t rows, bool accumulate,
+                             int share_thread, int share_threads) {
   if (rows <= 0 || outs.empty()) return;
   const LinearPacked& w0 = *outs[0].weights;
   for (const Output& o : outs)
@@ -662,8 +675,9 @@ void LinearPacked::forward_group(std::span<const Output> outs, const float* x, i
   }
   const int64_t panels = first.back();
   const bool serial =
-      omp_in_parallel() || static_cast<double>(rows) * static_cast<double>(out_rows) * k < (1 << 18);
-  const int64_t threads = serial ? 1 : omp_get_max_threads();
+      share_threads == 0 &&
+      (omp_in_parallel() || static_cast<double>(rows) * static_cast<double>(out_rows) * k < (1 << 18));
+  const int64_t threads = serial ? 1 : share_threads > 0 ? share_threads : omp_get_max_threads();
 
   // A work item is a run of panels against every activation row, tile after tile: the panels' weights stay
   // in L2 while the rows stream past. With many rows an item is one tile of panels (dynamic schedule). With
@@ -776,6 +790,14 @@ void LinearPacked::forward_group(std::span<const Output> outs, const float* x, i
     }
   };
   const auto n_items = static_cast<int64_t>(items.size());
+  // Streaming: thread t of nt quantises the few rows itself, into its own scratch (cheaper than a barrier),
+  // and runs items t, t + nt, ... (one item per thread: its equal contiguous share).
+  const auto run_own_share = [&](int thread, int nt) {
+    const Activations own = activations_in(tls_scratch);
+    for (int64_t r = 0; r < rows; ++r) quantize_row(own, r);
+    for (int64_t item = thread; item < n_items; item += nt) run_item(own, item);
+  };
+  if (share_threads > 0) return run_own_share(share_thread, share_threads);
   // Inside a parallel region (experts, one per thread) the work stays on this thread without a nested region.
   if (serial) {
     for (int64_t r = 0; r < rows; ++r) quantize_row(shared, r);
@@ -784,16 +806,10 @@ void LinearPacked::forward_group(std::span<const Output> outs, const float* x, i
     return;
   }
   if (streaming) {
-    // Each thread quantises the few rows itself, into its own scratch, and takes its equal contiguous share
-    // of the items: no barrier inside the region. libgomp's barriers end in a futex wake, a system call
-    // (1.1 us in this VM), and a token runs ~100 of these regions.
+    // No barrier inside the region: libgomp's barriers end in a futex wake, a system call (1.1 us in this
+    // VM), and a token runs ~100 of these regions.
 #pragma omp parallel
-    {
-      const Activations own = activations_in(tls_scratch);
-      for (int64_t r = 0; r < rows; ++r) quantize_row(own, r);
-#pragma omp for schedule(static) nowait
-      for (int64_t item = 0; item < n_items; ++item) run_item(own, item);
-    }
+    run_own_share(omp_get_thread_num(), omp_get_num_threads());
     return;
   }
 #pragma omp parallel

@@ -70,6 +70,13 @@ class LinearPacked {
   };
   static void forward_group(std::span<const Output> outputs, const float* x, int64_t rows,
                             bool accumulate = false);
+  // forward_group's work for thread `thread` of `threads`, called by each thread of a parallel region the
+  // caller runs (and synchronises after): its contiguous share of the outputs' panels, the activation rows
+  // quantised by each thread itself. For few rows (<= kShareRows: the weights stream from memory); the same
+  // bits as forward_group.
+  static constexpr int64_t kShareRows = 4;
+  static void forward_group_share(std::span<const Output> outputs, const float* x, int64_t rows,
+                                  bool accumulate, int thread, int threads);
   static bool can_group(const LinearPacked& a, const LinearPacked& b);
   // Scalar, single-threaded, allocates: forward() equals it bit for bit.
   void forward_reference(const float* x, int64_t rows, float* y, bool accumulate = false) const;
@@ -88,6 +95,9 @@ class LinearPacked {
   static const char* kernel_requirement(Kernel kernel) { return LinearGgml::kernel_requirement(kernel); }
 
  private:
+  // forward_group (share_threads 0) or forward_group_share.
+  static void run_group(std::span<const Output> outputs, const float* x, int64_t rows, bool accumulate,
+                        int share_thread, int share_threads);
   size_t quant_bytes_per_block() const;
   size_t meta_bytes_per_block() const;
   int64_t block_elements() const;  // 32, or 256 for Q4_K
