@@ -335,6 +335,7 @@ std::vector<float> Transformer::run(const ForwardInput& input) {
                             input.logits_from, logits_end(input));
     cache->seq_len = offset + input.cache_append;
     cache->valid.assign(static_cast<size_t>(cache->seq_len), 1);
+    ++forwards_in_one_region_;
     return logits;
   }
   for (size_t l = 0; l < weights_.layers.size(); ++l) {

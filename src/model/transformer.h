@@ -159,6 +159,7 @@ class Transformer final : public Model {
   // (run_token). On by default; off runs it as any forward does, one region per step (for tests and A/B
   // timing). The same bits either way.
   void set_token_in_one_region(bool on) { token_in_one_region_ = on; }
+  int64_t forwards_in_one_region() const { return forwards_in_one_region_; }  // since load
 
  private:
   std::vector<float> run(const ForwardInput& input);
@@ -196,6 +197,7 @@ class Transformer final : public Model {
   size_t bytes_to_prepare_ = 0;
   std::atomic<size_t> bytes_prepared_{0};
   bool token_in_one_region_ = true;
+  int64_t forwards_in_one_region_ = 0;
   mutable std::optional<bool> token_in_one_region_possible_;
 };
 
