@@ -3,6 +3,7 @@
 #include <immintrin.h>
 
 #include "core/error.h"
+#include "kernels/parallel.h"
 
 namespace dllm {
 namespace {
@@ -102,9 +103,9 @@ void run(const float* x, int64_t rows, const void* w_raw, int64_t n, int64_t k, 
   const auto* w = static_cast<const typename W::T*>(w_raw);
   const int64_t strips = n / kStrip;
   // Below ~1 MB of weights a thread sync costs more than the work.
-#pragma omp parallel for schedule(static) if (n * k >= (1 << 18))
-  for (int64_t s = 0; s < strips; ++s)
+  parallel_for_if(n * k >= (1 << 18), strips, [&](int64_t s) {
     strip<W, kStrip>(x, rows, w + s * kStrip * k, n, k, y + s * kStrip, !accumulate);
+  });
   for (int64_t c = strips * kStrip; c < n; ++c) strip<W, 1>(x, rows, w + c * k, n, k, y + c, !accumulate);
 }
 

@@ -1,6 +1,7 @@
 #include "kernels/gemv_bf16.h"
 
 #include <immintrin.h>
+#include <omp.h>
 
 #include <cstring>
 
@@ -76,7 +77,14 @@ template <int R>
 void run(const uint16_t* x, const uint16_t* w, int64_t n, int64_t k_padded, float* y, bool accumulate) {
   const int64_t blocks = (n + kBlockColumns - 1) / kBlockColumns;
   const int64_t block_values = kBlockColumns * k_padded;
-#pragma omp parallel for schedule(static) if (blocks > 1)
+  // Not parallel_for_if: a library template must not be instantiated in this AVX-512 region. The same rule
+  // though: no parallel construct (a team of one costs microseconds) unless it runs in parallel.
+  if (blocks > 1 && !omp_in_parallel()) {
+#pragma omp parallel for schedule(static)
+    for (int64_t b = 0; b < blocks; ++b)
+      column_block<R>(x, k_padded, w + b * block_values, y, n, b * kBlockColumns, accumulate);
+    return;
+  }
   for (int64_t b = 0; b < blocks; ++b)
     column_block<R>(x, k_padded, w + b * block_values, y, n, b * kBlockColumns, accumulate);
 }

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "kernels/parallel.h"
 #include "kernels/profile.h"
 #include "kernels/simd_math.h"
 
@@ -38,8 +39,7 @@ inline float exp_shifted_sum(float* s, int64_t n, float max) {
 
 void rms_norm(const float* x, const float* w, int64_t rows, int64_t dim, float eps, float* out) {
   ScopedKernelTimer timer(KernelKind::kNorm);
-#pragma omp parallel for schedule(static) if (rows * dim > 32768)
-  for (int64_t r = 0; r < rows; ++r) {
+  parallel_for_if(rows * dim > 32768, rows, [&](int64_t r) {
     const float* xr = x + r * dim;
     float* o = out + r * dim;
     // Mean of squares accumulated in double: order-independent to f32 precision, so eight double lanes may
@@ -58,7 +58,7 @@ void rms_norm(const float* x, const float* w, int64_t rows, int64_t dim, float e
     for (; i < dim; ++i) ss += static_cast<double>(xr[i]) * xr[i];
     const float scale = 1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(dim)) + eps);
     for (int64_t i = 0; i < dim; ++i) o[i] = w[i] * (xr[i] * scale);
-  }
+  });
 }
 
 RopeTable::RopeTable(int64_t head_dim, float theta, int64_t max_positions, std::vector<float> freq_factors)
@@ -92,8 +92,7 @@ void rope_neox(float* x, int64_t rows, int64_t n_heads, const int64_t* positions
                int64_t head_stride) {
   ScopedKernelTimer timer(KernelKind::kRope);
   const int64_t half = table.head_dim() / 2, hd = head_stride > 0 ? head_stride : table.head_dim();
-#pragma omp parallel for schedule(static) if (rows * n_heads * hd > 32768)
-  for (int64_t r = 0; r < rows; ++r) {
+  parallel_for_if(rows * n_heads * hd > 32768, rows, [&](int64_t r) {
     const float* c = table.cos(positions[r]);
     const float* s = table.sin(positions[r]);
     for (int64_t h = 0; h < n_heads; ++h) {
@@ -104,7 +103,7 @@ void rope_neox(float* x, int64_t rows, int64_t n_heads, const int64_t* positions
         v[j + half] = b * c[j] + a * s[j];
       }
     }
-  }
+  });
 }
 
 // Per (row, head): scores = Q Kᵀ and out = P V as two sgemms over a block of queries (single-threaded inside
@@ -193,9 +192,8 @@ void attention_heads(const float* q, const float* k, const float* v, int64_t bat
 void silu_mul(const float* gate, const float* up, int64_t n, float* out) {
   ScopedKernelTimer timer(KernelKind::kActivation);
   constexpr int64_t kChunk = 4096;
-#pragma omp parallel for schedule(static) if (n > 65536)
-  for (int64_t c = 0; c < n; c += kChunk) {
-    const int64_t end = std::min(n, c + kChunk);
+  parallel_for_if(n > 65536, (n + kChunk - 1) / kChunk, [&](int64_t chunk) {
+    const int64_t c = chunk * kChunk, end = std::min(n, c + kChunk);
     int64_t i = c;
     const __m256 one = _mm256_set1_ps(1.0f);
     for (; i + 8 <= end; i += 8) {
@@ -208,7 +206,7 @@ void silu_mul(const float* gate, const float* up, int64_t n, float* out) {
       const float g = gate[i];
       out[i] = g / (1.0f + std::exp(-g)) * up[i];
     }
-  }
+  });
 }
 
 void add_bias(float* y, const float* bias, int64_t rows, int64_t n) {
