@@ -73,6 +73,16 @@ inline void column_block(const uint16_t* x, int64_t k_padded, const uint16_t* w,
     }
 }
 
+// Column blocks [b0, b1) on this thread; thread `thread` of `threads` takes its contiguous share of them.
+template <int R>
+void run_share(const uint16_t* x, const uint16_t* w, int64_t n, int64_t k_padded, float* y, bool accumulate,
+               int thread, int threads) {
+  const int64_t blocks = (n + kBlockColumns - 1) / kBlockColumns;
+  const int64_t block_values = kBlockColumns * k_padded;
+  for (int64_t b = thread * blocks / threads; b < (thread + 1) * blocks / threads; ++b)
+    column_block<R>(x, k_padded, w + b * block_values, y, n, b * kBlockColumns, accumulate);
+}
+
 template <int R>
 void run(const uint16_t* x, const uint16_t* w, int64_t n, int64_t k_padded, float* y, bool accumulate) {
   const int64_t blocks = (n + kBlockColumns - 1) / kBlockColumns;
@@ -99,20 +109,23 @@ void run(const uint16_t* x, const uint16_t* w, int64_t n, int64_t k_padded, floa
 
 void gemv_bf16_blocked(const uint16_t* x, int64_t rows, const uint16_t* w, int64_t n, int64_t k_padded,
                        float* y, bool accumulate) {
+  gemv_bf16_blocked_share(x, rows, w, n, k_padded, y, accumulate, 0, 0);
+}
+
+void gemv_bf16_blocked_share(const uint16_t* x, int64_t rows, const uint16_t* w, int64_t n, int64_t k_padded,
+                             float* y, bool accumulate, int thread, int threads) {
   if (!gemv_bf16_blocked_supported()) fail("gemv_bf16_blocked: this CPU has no AVX512_BF16");
   if (k_padded % 32 != 0) fail("gemv_bf16_blocked: K ", k_padded, " is not padded to 32");
-  switch (rows) {
-    case 1:
-      return run<1>(x, w, n, k_padded, y, accumulate);
-    case 2:
-      return run<2>(x, w, n, k_padded, y, accumulate);
-    case 3:
-      return run<3>(x, w, n, k_padded, y, accumulate);
-    case 4:
-      return run<4>(x, w, n, k_padded, y, accumulate);
-    default:
-      fail("gemv_bf16_blocked: ", rows, " rows (1 to ", kGemvBf16MaxRows, ")");
-  }
+  if (rows < 1 || rows > kGemvBf16MaxRows)
+    fail("gemv_bf16_blocked: ", rows, " rows (1 to ", kGemvBf16MaxRows, ")");
+  if (threads > 0 && (thread < 0 || thread >= threads))
+    fail("gemv_bf16_blocked_share: thread ", thread, " of ", threads);
+  using Run = void (*)(const uint16_t*, const uint16_t*, int64_t, int64_t, float*, bool);
+  using Share = void (*)(const uint16_t*, const uint16_t*, int64_t, int64_t, float*, bool, int, int);
+  static constexpr Run kRun[] = {run<1>, run<2>, run<3>, run<4>};
+  static constexpr Share kShare[] = {run_share<1>, run_share<2>, run_share<3>, run_share<4>};
+  if (threads == 0) return kRun[rows - 1](x, w, n, k_padded, y, accumulate);
+  kShare[rows - 1](x, w, n, k_padded, y, accumulate, thread, threads);
 }
 
 }  // namespace dllm

@@ -26,5 +26,9 @@ bool gemv_bf16_blocked_supported();
 // n_padded). y: rows x n f32, row-major; only its n real columns are written (added to when `accumulate`).
 void gemv_bf16_blocked(const uint16_t* x, int64_t rows, const uint16_t* w, int64_t n, int64_t k_padded,
                        float* y, bool accumulate);
+// Thread `thread` of `threads` (> 0) of a region the caller runs: its contiguous share of the column blocks,
+// on this thread (threads 0: all of them, as gemv_bf16_blocked). The same bits for any split.
+void gemv_bf16_blocked_share(const uint16_t* x, int64_t rows, const uint16_t* w, int64_t n, int64_t k_padded,
+                             float* y, bool accumulate, int thread, int threads);
 
 }  // namespace dllm

@@ -232,6 +232,25 @@ bool Linear::few_rows_on_gemv() const {
   return impl_->gemv_k_padded > 0;
 }
 
+void Linear::forward_share(const float* x, int64_t rows, float* y, bool accumulate, int thread,
+                           int threads) const {
+  int64_t kp = 0;
+  const uint16_t* w = nullptr;
+  {
+    // Once in the blocked layout a weight stays there (prepare() only ever moves it into it).
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    kp = impl_->gemv_k_padded;
+    w = static_cast<const uint16_t*>(impl_->weight.get_data_handle());
+  }
+  if (kp == 0 || rows > kGemvBf16MaxRows)
+    fail("Linear::forward_share: ", rows, " rows on weights ", kp == 0 ? "not in the gemv layout" : "");
+  thread_local std::vector<uint16_t> xb;
+  xb.assign(static_cast<size_t>(rows * kp), 0);
+  for (int64_t r = 0; r < rows; ++r)
+    convert_f32_to_bf16(x + r * in_, xb.data() + r * kp, static_cast<size_t>(in_));
+  gemv_bf16_blocked_share(xb.data(), rows, w, out_, kp, y, accumulate, thread, threads);
+}
+
 size_t Linear::prepare() const {
   if (!preparable()) return 0;
   Impl& im = *impl_;

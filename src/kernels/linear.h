@@ -60,6 +60,10 @@ class Linear {
   // Products of up to kGemvBf16MaxRows rows run on gemv_bf16_blocked (bf16 weights in oneDNN's BA16a64b2a
   // layout on an AVX512_BF16 CPU) instead of oneDNN's matmul.
   bool few_rows_on_gemv() const;
+  // forward's work for thread `thread` of `threads` of a region the caller runs, for few_rows_on_gemv()
+  // weights and <= kGemvBf16MaxRows rows: its share of the output columns, the activations converted to bf16
+  // by each thread itself. The same bits as forward.
+  void forward_share(const float* x, int64_t rows, float* y, bool accumulate, int thread, int threads) const;
 
  private:
   void forward_openblas(const float* x, int64_t rows, float* y, bool accumulate) const;

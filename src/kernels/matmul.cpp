@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "core/error.h"
+#include "kernels/gemv_bf16.h"
 
 namespace dllm {
 
@@ -67,11 +68,18 @@ void MatMul::forward_group(std::span<const MatMul* const> ws, const float* x, in
   quant::LinearPacked::forward_group({outs.data(), ws.size()}, x, rows);
 }
 
+static_assert(MatMul::kShareRows <= quant::LinearPacked::kShareRows &&
+              MatMul::kShareRows <= kGemvBf16MaxRows);
+
 bool MatMul::can_share_group(std::span<const MatMul* const> ws) {
   constexpr size_t kMaxGroup = 8;
   if (ws.empty() || ws.size() > kMaxGroup) return false;
-  for (const MatMul* w : ws)
-    if (!w->is_packed() || !quant::LinearPacked::can_group(*ws[0]->packed(), *w->packed())) return false;
+  const bool linear = std::holds_alternative<Linear>(ws[0]->impl_);
+  for (const MatMul* w : ws) {
+    if (linear ? !std::holds_alternative<Linear>(w->impl_) || !std::get<Linear>(w->impl_).few_rows_on_gemv()
+               : !w->is_packed() || !quant::LinearPacked::can_group(*ws[0]->packed(), *w->packed()))
+      return false;
+  }
   return true;
 }
 
@@ -79,7 +87,13 @@ void MatMul::forward_group_share(std::span<const MatMul* const> ws, const float*
                                  std::span<float* const> ys, bool accumulate, int thread, int threads) {
   if (ws.size() != ys.size() || !can_share_group(ws))
     fail("MatMul::forward_group_share: ", ws.size(), " matrices (", ys.size(),
-         " outputs) that are not packed panels of one type and width");
+         " outputs) that are neither packed panels of one type and width nor 16-bit weights on the gemv "
+         "kernel");
+  if (std::holds_alternative<Linear>(ws[0]->impl_)) {  // each matrix split on its own
+    for (size_t i = 0; i < ws.size(); ++i)
+      std::get<Linear>(ws[i]->impl_).forward_share(x, rows, ys[i], accumulate, thread, threads);
+    return;
+  }
   std::array<quant::LinearPacked::Output, 8> outs;
   for (size_t i = 0; i < ws.size(); ++i) outs[i] = {ws[i]->packed().get(), ys[i]};
   quant::LinearPacked::forward_group_share({outs.data(), ws.size()}, x, rows, accumulate, thread, threads);

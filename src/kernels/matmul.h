@@ -38,8 +38,10 @@ class MatMul {
   // same bits either way.
   static void forward_group(std::span<const MatMul* const> ws, const float* x, int64_t rows,
                             std::span<float* const> ys);
-  // forward_group's work for thread `thread` of `threads`, called by every thread of a region the caller runs
-  // (quant::LinearPacked::forward_group_share): matrices that can_share_group only, <= 4 rows.
+  // forward_group's work for thread `thread` of `threads`, called by every thread of a region the caller
+  // runs: matrices that can_share_group only (packed panels of one type and width: quant::LinearPacked::
+  // forward_group_share; or 16-bit weights on the gemv kernel: Linear::forward_share), <= 4 rows.
+  static constexpr int64_t kShareRows = 4;
   static bool can_share_group(std::span<const MatMul* const> ws);
   static void forward_group_share(std::span<const MatMul* const> ws, const float* x, int64_t rows,
                                   std::span<float* const> ys, bool accumulate, int thread, int threads);

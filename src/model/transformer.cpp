@@ -328,9 +328,8 @@ std::vector<float> Transformer::run(const ForwardInput& input) {
 
   embed(input.tokens, x_.data());
   record(x_.data());
-  if (token_in_one_region_ && op == CacheOp::kExtend && n <= quant::LinearPacked::kShareRows &&
-      !input.hidden_states && !any_invalid && omp_get_max_threads() > 1 && !omp_in_parallel() &&
-      token_in_one_region_possible()) {
+  if (token_in_one_region_ && op == CacheOp::kExtend && n <= MatMul::kShareRows && !input.hidden_states &&
+      !any_invalid && omp_get_max_threads() > 1 && !omp_in_parallel() && token_in_one_region_possible()) {
     auto logits = run_token(n, positions.data(), *cache, offset, input.cache_append, input.attention_block,
                             input.logits_from, logits_end(input));
     cache->seq_len = offset + input.cache_append;
@@ -411,19 +410,25 @@ std::vector<float> Transformer::run(const ForwardInput& input) {
 }
 
 bool Transformer::token_in_one_region_possible() const {
-  if (!token_in_one_region_possible_) {
-    // DLLM_TOKEN_IN_ONE_REGION=0 runs a token's forward as any other (A/B timing of whole commands).
+  // DLLM_TOKEN_IN_ONE_REGION=0 runs a token's forward as any other (A/B timing of whole commands).
+  static const bool enabled = [] {
     const char* env = std::getenv("DLLM_TOKEN_IN_ONE_REGION");
-    bool possible = !(env && std::string(env) == "0");
-    const auto group = [](std::initializer_list<const MatMul*> ws) {
-      return MatMul::can_share_group({ws.begin(), ws.size()});
-    };
-    for (const LayerWeights& w : weights_.layers)
-      possible = possible && !w.moe && group({&w.q, &w.k, &w.v}) && group({&w.o}) &&
-                 group({&w.gate, &w.up}) && group({&w.down});
-    token_in_one_region_possible_ = possible && group({&weights_.head});
-  }
-  return *token_in_one_region_possible_;
+    if (!env || std::string(env) == "1") return true;
+    if (std::string(env) == "0") return false;
+    fail("DLLM_TOKEN_IN_ONE_REGION='", env, "' must be 0 (a region per step) or 1 (one region a token)");
+  }();
+  // Once true it stays true: a 16-bit weight still in place moves to the gemv layout once (prepare), and back
+  // never. Until then it is checked again each token.
+  if (!enabled || token_in_one_region_possible_) return enabled;
+  const auto group = [](std::initializer_list<const MatMul*> ws) {
+    return MatMul::can_share_group({ws.begin(), ws.size()});
+  };
+  bool possible = group({&weights_.head});
+  for (const LayerWeights& w : weights_.layers)
+    possible = possible && !w.moe && group({&w.q, &w.k, &w.v}) && group({&w.o}) && group({&w.gate, &w.up}) &&
+               group({&w.down});
+  token_in_one_region_possible_ = possible;
+  return possible;
 }
 
 std::vector<float> Transformer::run_token(int64_t n, const int64_t* positions, KvCache& cache, int64_t offset,

@@ -198,7 +198,7 @@ class Transformer final : public Model {
   std::atomic<size_t> bytes_prepared_{0};
   bool token_in_one_region_ = true;
   int64_t forwards_in_one_region_ = 0;
-  mutable std::optional<bool> token_in_one_region_possible_;
+  mutable std::atomic<bool> token_in_one_region_possible_{false};
 };
 
 }  // namespace dllm
