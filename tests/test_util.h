@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -35,6 +36,36 @@ inline std::vector<nlohmann::json> read_cases(const std::string& path) {
   auto cases = read_json(path)["cases"].get<std::vector<nlohmann::json>>();
   if (cases.empty()) throw std::runtime_error(path + ": no cases");
   return cases;
+}
+
+// The kernel's transparent huge page mode ("always [madvise] never"); empty where the file is missing.
+inline std::string thp_mode() {
+  std::ifstream in("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string mode;
+  std::getline(in, mode);
+  return mode;
+}
+inline bool thp_off() {
+  const std::string mode = thp_mode();
+  return mode.empty() || mode.find("[never]") != std::string::npos;
+}
+
+// A field in kB ("AnonHugePages", "FilePmdMapped") of the /proc/self/smaps entry of the mapping that holds p;
+// -1 when there is none.
+inline long smaps_kb(const void* p, const std::string& field) {
+  const auto at = reinterpret_cast<uintptr_t>(p);
+  std::ifstream smaps("/proc/self/smaps");
+  bool in_mapping = false;
+  const std::string key = field + ":";
+  for (std::string line; std::getline(smaps, line);) {
+    unsigned long long begin = 0, end = 0;
+    if (std::sscanf(line.c_str(), "%llx-%llx ", &begin, &end) == 2 && line.find(' ') > 8) {
+      in_mapping = begin <= at && at < end;
+      continue;
+    }
+    if (in_mapping && line.rfind(key, 0) == 0) return std::stol(line.substr(key.size()));
+  }
+  return -1;
 }
 
 struct NpyArray {

@@ -446,7 +446,7 @@ std::vector<float> Transformer::run_token(int64_t n, const int64_t* positions, K
   {
     const int t = omp_get_thread_num(), threads = omp_get_num_threads();
 #pragma omp single
-    barrier.emplace(threads);
+    barrier.emplace(threads);  // the team's size is known here (its implicit barrier: once a token)
     // Every step ends at the barrier; thread 0 times each step to its barrier when KernelProfile is on.
     auto clock = std::chrono::steady_clock::now();
     const auto done = [&](KernelKind kind, std::initializer_list<const MatMul*> ws = {},
@@ -468,22 +468,12 @@ std::vector<float> Transformer::run_token(int64_t n, const int64_t* positions, K
                                   threads);
       done(KernelKind::kMatmul, ws, role);
     };
-    // Thread 0 runs the small steps between the matmuls on vectors the weights' stream has evicted: it
-    // prefetches each step's vectors as the matmul before it starts (a norm waited ~2 us on them).
-    const auto prefetch = [&](const std::vector<float>& v) {
-      if (t != 0) return;
-      const char* p = reinterpret_cast<const char*>(v.data());
-      for (size_t at = 0; at < v.size() * sizeof(float); at += 64) _mm_prefetch(p + at, _MM_HINT_T0);
-    };
-    prefetch(weights_.layers.front().attn_norm);
     for (const LayerWeights& w : weights_.layers) {
       const size_t l = static_cast<size_t>(&w - weights_.layers.data());
       std::vector<float>& ck = cache.k[l];
       std::vector<float>& cv = cache.v[l];
       if (t == 0) rms_norm(x_.data(), w.attn_norm.data(), n, d, eps, h_.data());
       done(KernelKind::kNorm);
-      for (const std::vector<float>* v : {&w.q_bias, &w.k_bias, &w.v_bias, &w.q_norm, &w.k_norm})
-        prefetch(*v);
       multiply_share(MatmulRole::kQkv, {&w.q, &w.k, &w.v}, h_.data(), n, {q_.data(), k_.data(), v_.data()},
                      false);
       if (t == 0) {  // biases, q/k norms, RoPE and the cache append: counted as rope
@@ -506,7 +496,6 @@ std::vector<float> Transformer::run_token(int64_t n, const int64_t* positions, K
                       nullptr, att_.data(), block, offset, t * mi.n_heads / threads,
                       (t + 1) * mi.n_heads / threads);
       done(KernelKind::kAttention);
-      prefetch(w.ffn_norm);
       multiply_share(MatmulRole::kOut, {&w.o}, att_.data(), n, {x_.data()}, true);
       if (t == 0) {
         ck.resize(static_cast<size_t>((offset + cache_append) * kv_dim));
@@ -520,7 +509,6 @@ std::vector<float> Transformer::run_token(int64_t n, const int64_t* positions, K
       const int64_t end = t + 1 == threads ? total : (t + 1) * total / threads / 8 * 8;
       silu_mul(gate_.data() + begin, up_.data() + begin, end - begin, gate_.data() + begin);
       done(KernelKind::kActivation);
-      prefetch(&w == &weights_.layers.back() ? weights_.final_norm : (&w + 1)->attn_norm);
       multiply_share(MatmulRole::kDown, {&w.down}, gate_.data(), n, {x_.data()}, true);
     }
     if (t == 0) rms_norm(x_.data() + keep_from * d, weights_.final_norm.data(), keep, d, eps, normed.data());

@@ -14,27 +14,13 @@
 #include <utility>
 #include <vector>
 
+#include "test_util.h"
+
 namespace dllm {
 namespace {
 
 uintptr_t address(const std::shared_ptr<void>& p) {
   return reinterpret_cast<uintptr_t>(p.get());
-}
-
-// AnonHugePages (kB) of the mapping that holds p, from /proc/self/smaps.
-long anon_huge_kb(const void* p) {
-  const auto at = reinterpret_cast<uintptr_t>(p);
-  std::ifstream smaps("/proc/self/smaps");
-  bool in_mapping = false;
-  for (std::string line; std::getline(smaps, line);) {
-    uintptr_t begin = 0, end = 0;
-    if (std::sscanf(line.c_str(), "%" SCNxPTR "-%" SCNxPTR " ", &begin, &end) == 2 && line.find(' ') > 8) {
-      in_mapping = begin <= at && at < end;
-      continue;
-    }
-    if (in_mapping && line.rfind("AnonHugePages:", 0) == 0) return std::stol(line.substr(14));
-  }
-  return -1;
 }
 
 TEST(HugePagesTest, SmallBuffersAreCarvedOneAfterAnother) {
@@ -82,21 +68,17 @@ TEST(HugePagesTest, ThreadsGetDisjointBuffers) {
 }
 
 TEST(HugePagesTest, SmallBuffersSitOnHugePages) {
-  std::ifstream mode_file("/sys/kernel/mm/transparent_hugepage/enabled");
-  std::string mode;
-  std::getline(mode_file, mode);
-  if (mode.empty() || mode.find("[never]") != std::string::npos)
-    GTEST_SKIP() << "transparent huge pages are off here (" << mode << ")";
+  if (test::thp_off()) GTEST_SKIP() << "transparent huge pages are off here (" << test::thp_mode() << ")";
   constexpr size_t kBytes = size_t{4} << 20;  // two small buffers whose chunk's first 4 MiB get touched
   auto a = pooled_huge_page_buffer(kBytes / 2), b = pooled_huge_page_buffer(kBytes / 2);
   std::memset(a.get(), 1, kBytes / 2);
   std::memset(b.get(), 1, kBytes / 2);
-  const long pooled_kb = anon_huge_kb(a.get());
+  const long pooled_kb = test::smaps_kb(a.get(), "AnonHugePages");
   if (pooled_kb <= 0) {
     // The control: one 4 MiB huge_page_buffer. Without huge pages there either, the kernel had none to give.
     auto control = huge_page_buffer(kBytes);
     std::memset(control.get(), 1, kBytes);
-    const long control_kb = anon_huge_kb(control.get());
+    const long control_kb = test::smaps_kb(control.get(), "AnonHugePages");
     if (control_kb <= 0) GTEST_SKIP() << "the kernel gave no huge page to a 4 MiB buffer either";
     FAIL() << "pooled buffers on 4 KiB pages (AnonHugePages " << pooled_kb
            << " kB) where a huge_page_buffer got " << control_kb << " kB";

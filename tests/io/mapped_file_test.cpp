@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "test_util.h"
+
 namespace dllm {
 namespace {
 
@@ -52,27 +54,12 @@ long touch_and_read_pmd_kb(const uint8_t* data) {
   unsigned sum = 0;
   for (size_t i = 0; i < kFileBytes; i += 4096) sum += data[i];
   EXPECT_NE(sum, 0u);  // keeps the reads
-  char start[32];
-  std::snprintf(start, sizeof start, "%" PRIxPTR "-", reinterpret_cast<uintptr_t>(data));
-  std::ifstream smaps("/proc/self/smaps");
-  bool in_mapping = false;
-  for (std::string line; std::getline(smaps, line);) {
-    if (line.rfind(start, 0) == 0) in_mapping = true;
-    if (in_mapping && line.rfind("FilePmdMapped:", 0) == 0) return std::stol(line.substr(14));
-  }
-  return -1;
-}
-
-std::string thp_mode() {
-  std::ifstream in("/sys/kernel/mm/transparent_hugepage/enabled");
-  std::string s;
-  std::getline(in, s);
-  return s;
+  return test::smaps_kb(data, "FilePmdMapped");
 }
 
 TEST(MappedFileTest, FileReadFromDiskIsMappedIn2MiBPages) {
-  if (thp_mode().empty() || thp_mode().find("[never]") != std::string::npos)
-    GTEST_SKIP() << "transparent huge pages are off here (" << thp_mode() << "): the hint cannot act";
+  if (test::thp_off())
+    GTEST_SKIP() << "transparent huge pages are off here (" << test::thp_mode() << "): the hint cannot act";
   const fs::path path = fs::temp_directory_path() / ("dllm_mapped_file_test_" + std::to_string(::getpid()));
   if (!write_uncached(path)) {
     fs::remove(path);
