@@ -73,7 +73,7 @@ inline void column_block(const uint16_t* x, int64_t k_padded, const uint16_t* w,
     }
 }
 
-// Column blocks [b0, b1) on this thread; thread `thread` of `threads` takes its contiguous share of them.
+// Thread `thread` of `threads` runs its contiguous share of the column blocks, on this thread.
 template <int R>
 void run_share(const uint16_t* x, const uint16_t* w, int64_t n, int64_t k_padded, float* y, bool accumulate,
                int thread, int threads) {
@@ -86,17 +86,14 @@ void run_share(const uint16_t* x, const uint16_t* w, int64_t n, int64_t k_padded
 template <int R>
 void run(const uint16_t* x, const uint16_t* w, int64_t n, int64_t k_padded, float* y, bool accumulate) {
   const int64_t blocks = (n + kBlockColumns - 1) / kBlockColumns;
-  const int64_t block_values = kBlockColumns * k_padded;
   // Not parallel_for_if: a library template must not be instantiated in this AVX-512 region. The same rule
   // though: no parallel construct (a team of one costs microseconds) unless it runs in parallel.
   if (blocks > 1 && !omp_in_parallel()) {
-#pragma omp parallel for schedule(static)
-    for (int64_t b = 0; b < blocks; ++b)
-      column_block<R>(x, k_padded, w + b * block_values, y, n, b * kBlockColumns, accumulate);
+#pragma omp parallel
+    run_share<R>(x, w, n, k_padded, y, accumulate, omp_get_thread_num(), omp_get_num_threads());
     return;
   }
-  for (int64_t b = 0; b < blocks; ++b)
-    column_block<R>(x, k_padded, w + b * block_values, y, n, b * kBlockColumns, accumulate);
+  run_share<R>(x, w, n, k_padded, y, accumulate, 0, 1);
 }
 
 #if defined(__clang__)

@@ -38,6 +38,14 @@ memory::desc blocked_weight_desc(int64_t in, int64_t out, ComputeType compute) {
       .weights_desc();
 }
 
+// x's rows as bf16, each padded with zeros to k_padded: the activations gemv_bf16_blocked reads.
+void rows_to_padded_bf16(const float* x, int64_t rows, int64_t in, int64_t k_padded,
+                         std::vector<uint16_t>& out) {
+  out.assign(static_cast<size_t>(rows * k_padded), 0);
+  for (int64_t r = 0; r < rows; ++r)
+    convert_f32_to_bf16(x + r * in, out.data() + r * k_padded, static_cast<size_t>(in));
+}
+
 // oneDNN memory for `md` on shared huge pages (a 128 x 896 k or v too), which `keep` then owns.
 memory weight_memory(const memory::desc& md, std::shared_ptr<void>& keep) {
   keep = pooled_huge_page_buffer(md.get_size());
@@ -245,9 +253,7 @@ void Linear::forward_share(const float* x, int64_t rows, float* y, bool accumula
   if (kp == 0 || rows > kGemvBf16MaxRows)
     fail("Linear::forward_share: ", rows, " rows on weights ", kp == 0 ? "not in the gemv layout" : "");
   thread_local std::vector<uint16_t> xb;
-  xb.assign(static_cast<size_t>(rows * kp), 0);
-  for (int64_t r = 0; r < rows; ++r)
-    convert_f32_to_bf16(x + r * in_, xb.data() + r * kp, static_cast<size_t>(in_));
+  rows_to_padded_bf16(x, rows, in_, kp, xb);
   gemv_bf16_blocked_share(xb.data(), rows, w, out_, kp, y, accumulate, thread, threads);
 }
 
@@ -332,9 +338,7 @@ void Linear::forward(const float* x, int64_t rows, float* y, bool accumulate) co
   if (const int64_t kp = impl_->gemv_k_padded; kp > 0 && rows <= kGemvBf16MaxRows) {
     // Token generation's one row (and a few): the hand-written kernel on the same blocked buffer.
     std::vector<uint16_t>& xb = impl_->bf16_scratch;
-    xb.assign(static_cast<size_t>(rows * kp), 0);
-    for (int64_t r = 0; r < rows; ++r)
-      convert_f32_to_bf16(x + r * in_, xb.data() + r * kp, static_cast<size_t>(in_));
+    rows_to_padded_bf16(x, rows, in_, kp, xb);
     gemv_bf16_blocked(xb.data(), rows, static_cast<const uint16_t*>(impl_->weight.get_data_handle()), out_,
                       kp, y, accumulate);
     return;

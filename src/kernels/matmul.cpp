@@ -10,6 +10,10 @@
 
 namespace dllm {
 
+namespace {
+constexpr size_t kMaxGroup = 8;  // matrices run as one group at most (a layer has 3: q, k, v)
+}  // namespace
+
 MatMul::MatMul(std::shared_ptr<const quant::LinearQ8> q8) : impl_(std::move(q8)) {
   if (!std::get<1>(impl_)) fail("MatMul: null 8-bit weights");
 }
@@ -55,7 +59,6 @@ void MatMul::forward_group(std::span<const MatMul* const> ws, const float* x, in
                            std::span<float* const> ys) {
   if (ws.size() != ys.size())
     fail("MatMul::forward_group: ", ws.size(), " matrices, ", ys.size(), " outputs");
-  constexpr size_t kMaxGroup = 8;
   bool grouped = grouping_enabled() && ws.size() <= kMaxGroup;
   for (const MatMul* w : ws)
     grouped = grouped && w->is_packed() && quant::LinearPacked::can_group(*ws[0]->packed(), *w->packed());
@@ -72,7 +75,6 @@ static_assert(MatMul::kShareRows <= quant::LinearPacked::kShareRows &&
               MatMul::kShareRows <= kGemvBf16MaxRows);
 
 bool MatMul::can_share_group(std::span<const MatMul* const> ws) {
-  constexpr size_t kMaxGroup = 8;
   if (ws.empty() || ws.size() > kMaxGroup) return false;
   const bool linear = std::holds_alternative<Linear>(ws[0]->impl_);
   for (const MatMul* w : ws) {
@@ -94,7 +96,7 @@ void MatMul::forward_group_share(std::span<const MatMul* const> ws, const float*
       std::get<Linear>(ws[i]->impl_).forward_share(x, rows, ys[i], accumulate, thread, threads);
     return;
   }
-  std::array<quant::LinearPacked::Output, 8> outs;
+  std::array<quant::LinearPacked::Output, kMaxGroup> outs;
   for (size_t i = 0; i < ws.size(); ++i) outs[i] = {ws[i]->packed().get(), ys[i]};
   quant::LinearPacked::forward_group_share({outs.data(), ws.size()}, x, rows, accumulate, thread, threads);
 }
