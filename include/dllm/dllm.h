@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -21,10 +22,11 @@
 namespace dllm {
 
 // The precision weights are held and multiplied in (--dtype). kAuto keeps the checkpoint's: f32 files run in
-// f32 (the exact path), bf16 / f16 files stay 16-bit, quantized GGUF tensors as LoadOptions::weights says.
-// kF32 forces f32 weights and activations; kBF16 forces 16-bit weights (f16 stays f16) with bf16 activations
-// and f32 accumulation where the CPU has AVX512_BF16, f32 products on the 16-bit weights elsewhere.
-enum class Precision { kAuto, kF32, kBF16 };
+// f32 (the exact path), bf16 files in bf16, f16 files in f16, quantized GGUF tensors as LoadOptions::weights
+// says. kF32 forces f32 weights and activations; kBF16 forces bf16 weights (f16 ones rounded to bf16) with bf16
+// activations and f32 accumulation where the CPU has AVX512_BF16, f32 products on the bf16 weights elsewhere;
+// kF16 forces f16 weights (f32 and bf16 ones rounded to f16) with f32 activations and f32 products.
+enum class Precision { kAuto, kF32, kBF16, kF16 };
 
 // How the weight matrices of a GGUF file are held at run time (docs/gguf.md, "Quantized weights at run
 // time").
@@ -87,8 +89,11 @@ struct ModelInfo {
   // Ids that end a generation (EOS, EOT and the generation_config / vocabulary's other end-of-generation
   // ids); autoregressive decoding stops at any of them unless GenerateParams::stop_ids says otherwise.
   std::vector<int32_t> eog_ids;
-  Precision precision = Precision::kF32;  // as loaded: kF32 or kBF16, never kAuto
+  Precision precision = Precision::kF32;  // as loaded: kF32, kBF16 or kF16, never kAuto
   std::string precision_reason;           // why: "the checkpoint's weights are F32", "forced by --dtype", ...
+  // Per stored type of the weight matrices ("F16", "Q4_K", ...), what its matrices run as ("f16", "bf16",
+  // "q4_k blocks, int8 products", ...; several joined by " + " where matrices of one type differ).
+  std::map<std::string, std::string> precision_by_type;
 };
 
 class KvCache;  // per-layer keys/values of a sequence (src/cache/kv_cache.h); owned by the caller

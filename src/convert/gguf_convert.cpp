@@ -40,6 +40,11 @@ uint32_t file_type_of(GgmlType t) {
   return 0;
 }
 
+std::string type_name(GgmlType t) {
+  const GgmlTypeInfo* info = ggml_type_info(static_cast<uint32_t>(t));
+  return info ? std::string(info->name) : "?";
+}
+
 int64_t block_of(GgmlType t) {
   const GgmlTypeInfo* info = ggml_type_info(static_cast<uint32_t>(t));
   return info ? info->block_elems : 1;
@@ -198,6 +203,20 @@ void write_moe_keys(GgufWriter& w, const std::string& a, const TransformerConfig
 
 }  // namespace
 
+std::string describe_type_mix(const std::map<std::string, size_t>& by_type) {
+  std::vector<std::pair<size_t, std::string>> order;
+  for (const auto& [type, n] : by_type) order.emplace_back(n, type);
+  std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::string out;
+  for (const auto& [n, type] : order) out += (out.empty() ? "" : ", ") + std::to_string(n) + " " + type;
+  return out;
+}
+
+std::string describe_fallback(const ConvertFallback& f) {
+  return f.tensor + ": rows of " + std::to_string(f.cols) + " are not a multiple of " + type_name(f.wanted) +
+         "'s " + std::to_string(block_of(f.wanted)) + "-element blocks: written as " + type_name(f.written);
+}
+
 GgmlType parse_gguf_type(const std::string& name) {
   static const std::map<std::string, GgmlType> kTypes = {{"f32", GgmlType::kF32},   {"f16", GgmlType::kF16},
                                                          {"bf16", GgmlType::kBF16}, {"q8_0", GgmlType::kQ8_0},
@@ -235,7 +254,7 @@ ConvertResult convert_hf_to_gguf(const std::string& hf_dir, const std::string& o
       for (int64_t e = 0; e < c.moe.experts; ++e)
         sources.push_back(&ck.take(tensor_name(spec.hf, layer, e), shape));
       const GgmlType t = weight_type(type, shape[1]);
-      if (t != type) ++result.fallback_tensors;
+      if (t != type) result.fallbacks.push_back({name, type, t, shape[1]});
       entries.push_back({name, std::move(sources), {shape[1], shape[0], c.moe.experts}, t});
       return;
     }
@@ -248,7 +267,7 @@ ConvertResult convert_hf_to_gguf(const std::string& hf_dir, const std::string& o
       return;
     }
     const GgmlType t = weight_type(type, shape[1]);
-    if (t != type) ++result.fallback_tensors;
+    if (t != type) result.fallbacks.push_back({name, type, t, shape[1]});
     entries.push_back({name, {source}, {shape[1], shape[0]}, t, rope_pair_heads(spec, c)});
   };
   // The family's table in order: whole-model tensors, then each layer's (llama.cpp's file order).
@@ -341,6 +360,8 @@ ConvertResult convert_hf_to_gguf(const std::string& hf_dir, const std::string& o
   if (progress) progress(p);
   result.tensors = entries.size();
   result.bytes = w.total_bytes();
+  result.fallback_tensors = result.fallbacks.size();
+  for (const auto& e : entries) ++result.tensors_by_type[type_name(e.type)];
   return result;
 }
 

@@ -8,7 +8,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "io/gguf.h"
 
@@ -20,12 +22,27 @@ struct ConvertProgress {
   std::string name;  // the tensor being written
 };
 
+// A 2-D weight written in another type than asked because its rows are not whole blocks of it.
+struct ConvertFallback {
+  std::string tensor;  // GGUF name
+  GgmlType wanted, written;
+  int64_t cols = 0;  // the row length that is not a multiple of `wanted`'s block
+};
+
 struct ConvertResult {
   std::string architecture;
   size_t tensors = 0;
   uint64_t bytes = 0;
-  size_t fallback_tensors = 0;  // 2-D weights written in another type because their rows do not fit the blocks
+  size_t fallback_tensors = 0;  // fallbacks.size()
+  std::vector<ConvertFallback> fallbacks;
+  std::map<std::string, size_t> tensors_by_type;  // "Q4_0" -> how many tensors the file holds in it
 };
+
+// "145 Q4_0, 24 Q4_K, 121 F32": the real mix of a written file, most frequent first.
+std::string describe_type_mix(const std::map<std::string, size_t>& by_type);
+
+// One line per fallback, as llama-quantize says it: the tensor, its row length, the block, the type used.
+std::string describe_fallback(const ConvertFallback& f);
 
 // Parses "f32" | "f16" | "bf16" | "q8_0" | "q4_0" | "q4_k" | "q6_k" (the error lists the choices).
 GgmlType parse_gguf_type(const std::string& name);

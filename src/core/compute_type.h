@@ -4,9 +4,15 @@
 
 namespace dllm {
 
-// kF32 is exact (f32 weights and activations); kBF16 keeps weights in 16 bits (bf16, or f16 when stored so)
-// with bf16 activations and f32 accumulation where the CPU has AVX512_BF16, f32 products on the 16-bit
-// weights elsewhere.
-enum class ComputeType { kF32, kBF16 };
+// kF32 is exact (f32 weights and activations); kBF16 keeps weights in bf16 (f16 ones are rounded to it) with
+// bf16 activations and f32 accumulation where the CPU has AVX512_BF16, f32 products on the bf16 weights
+// elsewhere; kF16 keeps weights in f16, as stored, with f32 activations and f32 products (each f16 weight
+// widens to f32 exactly).
+enum class ComputeType { kF32, kBF16, kF16 };
+
+// What the load line and --json call it.
+inline const char* compute_type_name(ComputeType c) {
+  return c == ComputeType::kF32 ? "f32" : c == ComputeType::kBF16 ? "bf16" : "f16";
+}
 
 }  // namespace dllm

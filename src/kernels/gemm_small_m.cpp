@@ -109,6 +109,19 @@ void run(const float* x, int64_t rows, const void* w_raw, int64_t n, int64_t k, 
   for (int64_t c = strips * kStrip; c < n; ++c) strip<W, 1>(x, rows, w + c * k, n, k, y + c, !accumulate);
 }
 
+// run's work for one thread of a region the caller runs: its contiguous range of the strips, and the last
+// thread the tail columns. Every output is computed by the same tile as in run: the same bits.
+template <class W>
+void run_share(const float* x, int64_t rows, const void* w_raw, int64_t n, int64_t k, float* y, bool accumulate,
+               int thread, int threads) {
+  const auto* w = static_cast<const typename W::T*>(w_raw);
+  const int64_t strips = n / kStrip;
+  const int64_t s0 = strips * thread / threads, s1 = strips * (thread + 1) / threads;
+  for (int64_t s = s0; s < s1; ++s) strip<W, kStrip>(x, rows, w + s * kStrip * k, n, k, y + s * kStrip, !accumulate);
+  if (thread == threads - 1)
+    for (int64_t c = strips * kStrip; c < n; ++c) strip<W, 1>(x, rows, w + c * k, n, k, y + c, !accumulate);
+}
+
 }  // namespace
 
 void gemm_small_m(const float* x, int64_t rows, const void* w, DType w_type, int64_t n, int64_t k, float* y,
@@ -121,6 +134,21 @@ void gemm_small_m(const float* x, int64_t rows, const void* w, DType w_type, int
       return run<BF16W>(x, rows, w, n, k, y, accumulate);
     case DType::kF16:
       return run<F16W>(x, rows, w, n, k, y, accumulate);
+  }
+}
+
+void gemm_small_m_share(const float* x, int64_t rows, const void* w, DType w_type, int64_t n, int64_t k, float* y,
+                        bool accumulate, int thread, int threads) {
+  if (rows > kSmallMaxRows) fail("gemm_small_m_share: ", rows, " rows (at most ", kSmallMaxRows, ")");
+  if (threads <= 0 || thread < 0 || thread >= threads)
+    fail("gemm_small_m_share: thread ", thread, " of ", threads);
+  switch (w_type) {
+    case DType::kF32:
+      return run_share<F32W>(x, rows, w, n, k, y, accumulate, thread, threads);
+    case DType::kBF16:
+      return run_share<BF16W>(x, rows, w, n, k, y, accumulate, thread, threads);
+    case DType::kF16:
+      return run_share<F16W>(x, rows, w, n, k, y, accumulate, thread, threads);
   }
 }
 

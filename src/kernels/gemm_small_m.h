@@ -22,4 +22,10 @@ constexpr int64_t kSmallMaxRows = 40;
 void gemm_small_m(const float* x, int64_t rows, const void* w, DType w_type, int64_t n, int64_t k, float* y,
                   bool accumulate);
 
+// gemm_small_m's work for thread `thread` of `threads` (> 0) of a parallel region the caller runs (a generated
+// token's layers in one region): a contiguous share of the output columns, no parallel construct of its own.
+// The same bits as gemm_small_m.
+void gemm_small_m_share(const float* x, int64_t rows, const void* w, DType w_type, int64_t n, int64_t k, float* y,
+                        bool accumulate, int thread, int threads);
+
 }  // namespace dllm

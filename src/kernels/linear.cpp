@@ -6,13 +6,16 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/error.h"
 #include "core/huge_pages.h"
 #include "kernels/gemm_small_m.h"
 #include "kernels/gemv_bf16.h"
+#include "kernels/gemv_f16.h"
 #include "kernels/onednn.h"
+#include "kernels/parallel.h"
 #include "kernels/profile.h"
 
 namespace dllm {
@@ -100,8 +103,10 @@ MatmulBackend f32_matmul_backend() {
 const char* matmul_backend_name(MatmulBackend b) { return b == MatmulBackend::kOneDnn ? "oneDNN" : "OpenBLAS"; }
 
 struct Linear::Impl {
-  MatmulBackend backend = MatmulBackend::kOneDnn;
-  // OpenBLAS backend: the [N, K] weight, row-major, stored as f32, bf16 or f16.
+  MatmulBackend backend = MatmulBackend::kOneDnn;  // who multiplies many rows
+  // The weight held as its [N, K] rows (the OpenBLAS backend; f16 weights on either), not oneDNN's blocks.
+  bool plain = false;
+  // Plain: the [N, K] weight, row-major, stored as f32, bf16 or f16.
   DType storage = DType::kF32;
   std::vector<float> weight_f32;
   std::vector<uint16_t> weight_16;
@@ -109,12 +114,18 @@ struct Linear::Impl {
   const void* mapped = nullptr;
   std::shared_ptr<const void> owner;
   bool reorder_pending = false;      // in place on oneDNN: prepare() may move it into the blocked layout
-  mutable std::vector<float> panel;  // 16-bit weights widened to f32, one panel of rows at a time, for sgemm
+  mutable std::vector<float> panel;  // 16-bit weights widened to f32, one panel of rows at a time
+  // 16-bit weights on oneDNN: an f32 matmul per (rows, panel columns, accumulate) over a widened panel, from
+  // plain rows (weights "ba") or from f16 column blocks (BA16a64b): one map each, as both can serve one Linear.
+  using PanelKey = std::tuple<int64_t, int64_t, bool>;
+  mutable std::map<PanelKey, dnnl::matmul> panel_prims_plain, panel_prims_blocked;
+  mutable std::vector<float> panel_out;  // a panel's product, dense, before it is copied into y
   // oneDNN backend: [K, N] in its blocked layout, and a primitive per (rows, accumulate).
   memory::desc weight_md;
   memory weight;
   std::shared_ptr<void> weight_buffer;  // what `weight` points into (huge pages)
   mutable std::mutex mutex;
+  mutable std::mutex panel_mutex;  // the widened panel buffer and its primitives
   struct Prim {
     dnnl::matmul matmul;
     memory::desc src_md, dst_md;
@@ -123,6 +134,10 @@ struct Linear::Impl {
   mutable std::vector<uint16_t> bf16_scratch;
   // > 0: the weight is in the layout gemv_bf16_blocked reads, K padded to this; few-row products go there.
   int64_t gemv_k_padded = 0;
+  // f16 weights in gemv_f16.h's column-blocked layout (AVX-512 CPUs, where oneDNN runs the f32 panels): set
+  // once, at load or by prepare(), and never moved again.
+  const uint16_t* f16_blocked = nullptr;
+  std::shared_ptr<void> f16_blocked_buffer;
 
   const void* weight_rows() const {
     if (mapped) return mapped;
@@ -130,14 +145,91 @@ struct Linear::Impl {
   }
 };
 
+namespace {
+
+// Whether oneDNN multiplies this compute type from its own blocked weight layout. f16 weights never are:
+// oneDNN 2.6 has no f16 matmul on CPUs (and a blocked f16 copy would need its own gemv), so they stay as
+// their rows, multiplied by gemm_small_m (few rows) or as f32 panels widened per product (many rows).
+bool blocked_on_onednn(ComputeType compute) {
+  switch (compute) {
+    case ComputeType::kBF16:
+      return bf16_matmul_supported();
+    case ComputeType::kF32:
+      return f32_matmul_backend() == MatmulBackend::kOneDnn;
+    case ComputeType::kF16:
+      return false;
+  }
+  return false;
+}
+
+// f16 weights are held in gemv_f16.h's blocked layout where its kernel runs and oneDNN multiplies the widened
+// panels; elsewhere (AVX2: gemm_small_m and OpenBLAS) as their rows.
+bool f16_blocked_layout() {
+  return gemv_f16_blocked_supported() && f32_matmul_backend() == MatmulBackend::kOneDnn;
+}
+
+// The blocked copy of [n, k] f16 rows, on shared huge pages that `keep` then owns.
+const uint16_t* make_f16_blocked(const uint16_t* rows, int64_t n, int64_t k, std::shared_ptr<void>& keep) {
+  keep = pooled_huge_page_buffer(static_cast<size_t>(f16_blocked_values(n, k)) * sizeof(uint16_t));
+  auto* out = static_cast<uint16_t*>(keep.get());
+  f16_rows_to_blocked(rows, n, k, out);
+  return out;
+}
+
+// One panel's product on oneDNN: y[:, n0 .. n0 + cols) (+)= x · panelᵀ. oneDNN 2.6's brgemm matmul wants a dense
+// destination (a strided one, y's columns in place, falls to its reference kernel: ~100x slower), so the
+// product lands in a dense scratch and is copied (added) into y: rows x cols floats against rows x cols x K
+// multiply-adds.
+void panel_product(std::map<std::tuple<int64_t, int64_t, bool>, dnnl::matmul>& prims, const memory& src,
+                   const memory::desc& wei_md, float* panel, int64_t rows, int64_t cols, int64_t n_total,
+                   std::vector<float>& scratch, float* y_cols, bool accumulate) {
+  auto& eng = onednn_engine();
+  memory::desc dst_md({rows, cols}, DT::f32, Tag::ab);
+  auto key = std::make_tuple(rows, cols, false);
+  auto it = prims.find(key);
+  if (it == prims.end())
+    it = prims.emplace(key, dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(src.get_desc(), wei_md,
+                                                                                         dst_md),
+                                                                       eng)))
+             .first;
+  scratch.resize(static_cast<size_t>(rows * cols));
+  memory wei(wei_md, eng, panel);
+  memory dst(dst_md, eng, scratch.data());
+  it->second.execute(onednn_stream(), {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}});
+  onednn_stream().wait();
+  parallel_for_if(rows * cols >= (1 << 15), rows, [&](int64_t r) {
+    const float* from = scratch.data() + r * cols;
+    float* to = y_cols + r * n_total;
+    if (accumulate)
+      for (int64_t c = 0; c < cols; ++c) to[c] += from[c];
+    else
+      std::memcpy(to, from, static_cast<size_t>(cols) * sizeof(float));
+  });
+}
+
+}  // namespace
+
 Linear::Linear(const void* weight, DType stored, int64_t out_features, int64_t in_features, ComputeType compute)
     : impl_(std::make_unique<Impl>()), out_(out_features), in_(in_features), compute_(compute) {
-  const bool onednn = compute_ == ComputeType::kBF16 ? bf16_matmul_supported()
-                                                     : f32_matmul_backend() == MatmulBackend::kOneDnn;
   const size_t count = static_cast<size_t>(out_ * in_);
-  if (!onednn) {
-    impl_->backend = MatmulBackend::kOpenBlas;
-    if (compute_ == ComputeType::kF32) {
+  if (!blocked_on_onednn(compute_)) {
+    impl_->plain = true;
+    impl_->backend = f32_matmul_backend();
+    if (compute_ == ComputeType::kF16) {  // f16 rows, rounded to nearest even from f32 / bf16
+      impl_->storage = DType::kF16;
+      impl_->weight_16.resize(count);
+      if (stored == DType::kF16) {
+        std::memcpy(impl_->weight_16.data(), weight, count * sizeof(uint16_t));
+      } else {
+        std::vector<float> wide(count);
+        convert_to_f32(stored, weight, wide.data(), count);
+        for (size_t i = 0; i < count; ++i) impl_->weight_16[i] = f32_to_f16(wide[i]);
+      }
+      if (f16_blocked_layout()) {  // the rows only pass through
+        impl_->f16_blocked = make_f16_blocked(impl_->weight_16.data(), out_, in_, impl_->f16_blocked_buffer);
+        std::vector<uint16_t>().swap(impl_->weight_16);
+      }
+    } else if (compute_ == ComputeType::kF32) {
       impl_->storage = DType::kF32;
       impl_->weight_f32.resize(count);
       convert_to_f32(stored, weight, impl_->weight_f32.data(), count);
@@ -145,10 +237,15 @@ Linear::Linear(const void* weight, DType stored, int64_t out_features, int64_t i
       impl_->storage = DType::kBF16;
       impl_->weight_16.resize(count);
       convert_f32_to_bf16(static_cast<const float*>(weight), impl_->weight_16.data(), count);
-    } else {  // bf16 or f16 stay as they are: both widen to f32 exactly
+    } else if (stored == DType::kBF16) {  // bf16 stays as it is
       impl_->storage = stored;
       impl_->weight_16.resize(count);
       std::memcpy(impl_->weight_16.data(), weight, count * sizeof(uint16_t));
+    } else {  // f16 rounded to bf16, as on the oneDNN path
+      impl_->storage = DType::kBF16;
+      impl_->weight_16.resize(count);
+      const auto* f16 = static_cast<const uint16_t*>(weight);
+      for (size_t i = 0; i < count; ++i) impl_->weight_16[i] = f32_to_bf16(f16_to_f32(f16[i]));
     }
     return;
   }
@@ -188,12 +285,11 @@ Linear::Linear(const void* weight, DType stored, int64_t out_features, int64_t i
 
 Linear Linear::in_place(const void* weight, DType stored, int64_t out_features, int64_t in_features,
                         ComputeType compute, std::shared_ptr<const void> owner) {
-  const bool onednn = compute == ComputeType::kBF16 ? bf16_matmul_supported()
-                                                    : f32_matmul_backend() == MatmulBackend::kOneDnn;
-  // Both backends read 16-bit rows as they are, but only an f32 weight is the f32 compute type's own.
-  const bool same_type = compute == ComputeType::kF32
-                             ? stored == DType::kF32
-                             : stored == DType::kBF16 || (!onednn && stored == DType::kF16);
+  const bool onednn = blocked_on_onednn(compute);
+  // Each compute type multiplies its own storage type's rows where they lie.
+  const bool same_type = compute == ComputeType::kF32    ? stored == DType::kF32
+                         : compute == ComputeType::kBF16 ? stored == DType::kBF16
+                                                         : stored == DType::kF16;
   const bool aligned = reinterpret_cast<uintptr_t>(weight) % dtype_size(stored) == 0;
   if (!same_type || !aligned) return Linear(weight, stored, out_features, in_features, compute);
   Linear l;
@@ -206,7 +302,9 @@ Linear Linear::in_place(const void* weight, DType stored, int64_t out_features, 
   im.owner = std::move(owner);
   im.storage = stored;
   if (!onednn) {
-    im.backend = MatmulBackend::kOpenBlas;
+    im.plain = true;
+    im.backend = f32_matmul_backend();
+    im.reorder_pending = compute == ComputeType::kF16 && f16_blocked_layout();
     return l;
   }
   // The stored [N, K] row-major weight is oneDNN's [K, N] in layout "ba": its matmul reads it as it is.
@@ -237,11 +335,30 @@ bool Linear::preparable() const {
 bool Linear::few_rows_on_gemv() const {
   if (!impl_) return false;
   std::lock_guard<std::mutex> lock(impl_->mutex);
+  // f16: on the blocked layout, or on rows that stay rows (no prepare() can move them mid-product).
+  if (compute_ == ComputeType::kF16) return impl_->f16_blocked || !impl_->reorder_pending;
   return impl_->gemv_k_padded > 0;
 }
 
 void Linear::forward_share(const float* x, int64_t rows, float* y, bool accumulate, int thread,
                            int threads) const {
+  if (compute_ == ComputeType::kF16) {
+    const uint16_t* blocked = nullptr;
+    const void* rows_ptr = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(impl_->mutex);
+      if (!impl_->f16_blocked && impl_->reorder_pending)
+        fail("Linear::forward_share: f16 rows that prepare() is about to move");
+      blocked = impl_->f16_blocked;
+      rows_ptr = impl_->weight_rows();
+    }
+    if (rows > kGemvF16MaxRows) fail("Linear::forward_share: ", rows, " rows");
+    if (blocked)
+      gemv_f16_blocked_share(x, rows, blocked, out_, in_, y, accumulate, thread, threads);
+    else
+      gemm_small_m_share(x, rows, rows_ptr, DType::kF16, out_, in_, y, accumulate, thread, threads);
+    return;
+  }
   int64_t kp = 0;
   const uint16_t* w = nullptr;
   {
@@ -260,6 +377,18 @@ void Linear::forward_share(const float* x, int64_t rows, float* y, bool accumula
 size_t Linear::prepare() const {
   if (!preparable()) return 0;
   Impl& im = *impl_;
+  if (compute_ == ComputeType::kF16) {  // mapped f16 rows into the blocked layout, outside the lock
+    std::shared_ptr<void> buffer;
+    const uint16_t* blocked =
+        make_f16_blocked(static_cast<const uint16_t*>(im.mapped), out_, in_, buffer);
+    std::lock_guard<std::mutex> lock(im.mutex);
+    im.f16_blocked = blocked;
+    im.f16_blocked_buffer = std::move(buffer);
+    im.mapped = nullptr;
+    im.owner.reset();
+    im.reorder_pending = false;
+    return static_cast<size_t>(f16_blocked_values(out_, in_)) * sizeof(uint16_t);
+  }
   auto& eng = onednn_engine();
   const memory::desc blocked_md = blocked_weight_desc(in_, out_, compute_);
   if (blocked_md == im.weight_md) {  // the plain layout is already oneDNN's choice
@@ -289,38 +418,41 @@ size_t Linear::weight_bytes() const {
   if (!impl_) return 0;
   std::lock_guard<std::mutex> lock(impl_->mutex);  // a background prepare() may swap the layout
   if (impl_->mapped) return static_cast<size_t>(out_ * in_) * dtype_size(impl_->storage);
-  return impl_->backend == MatmulBackend::kOpenBlas
+  if (impl_->f16_blocked) return static_cast<size_t>(f16_blocked_values(out_, in_)) * sizeof(uint16_t);
+  return impl_->plain
              ? impl_->weight_f32.size() * sizeof(float) + impl_->weight_16.size() * sizeof(uint16_t)
              : impl_->weight_md.get_size();
 }
 
 DType Linear::weight_storage() const {
   if (!impl_) return DType::kF32;
-  if (impl_->backend == MatmulBackend::kOpenBlas) return impl_->storage;
+  if (impl_->plain) return impl_->storage;
   return compute_ == ComputeType::kBF16 ? DType::kBF16 : DType::kF32;
 }
 
-void Linear::forward_openblas(const float* x, int64_t rows, float* y, bool accumulate) const {
+void Linear::forward_plain(const float* x, int64_t rows, const void* w, float* y, bool accumulate) const {
   Impl& im = *impl_;
   if (rows <= kSmallMaxRows) {
-    gemm_small_m(x, rows, im.weight_rows(), im.storage, out_, in_, y, accumulate);
+    gemm_small_m(x, rows, w, im.storage, out_, in_, y, accumulate);
     return;
   }
+  if (im.storage != DType::kF32 && im.backend == MatmulBackend::kOneDnn)
+    return forward_panels_onednn(x, rows, w, y, accumulate);
   const auto m = static_cast<blasint>(rows), k = static_cast<blasint>(in_), ldy = static_cast<blasint>(out_);
   const float beta = accumulate ? 1.0f : 0.0f;
   if (im.storage == DType::kF32) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, ldy, k, 1.0f, x, k,
-                static_cast<const float*>(im.weight_rows()), k, beta, y, ldy);
+                static_cast<const float*>(w), k, beta, y, ldy);
     return;
   }
   // 16-bit weights: widen a panel of rows (~16 MB of f32) and multiply it; the widening streams the panel once
   // while sgemm reuses each of its elements `rows` times.
   const int64_t panel_rows = std::max<int64_t>(64, (int64_t{4} << 20) / in_);
-  std::lock_guard<std::mutex> lock(im.mutex);
+  std::lock_guard<std::mutex> lock(im.panel_mutex);
   im.panel.resize(static_cast<size_t>(std::min(panel_rows, out_) * in_));
   for (int64_t n0 = 0; n0 < out_; n0 += panel_rows) {
     const int64_t n1 = std::min(out_, n0 + panel_rows);
-    const uint16_t* src = static_cast<const uint16_t*>(im.weight_rows()) + n0 * in_;
+    const uint16_t* src = static_cast<const uint16_t*>(w) + n0 * in_;
 #pragma omp parallel for schedule(static)
     for (int64_t r = n0; r < n1; ++r)
       convert_to_f32(im.storage, src + (r - n0) * in_, im.panel.data() + (r - n0) * in_, static_cast<size_t>(in_));
@@ -329,10 +461,63 @@ void Linear::forward_openblas(const float* x, int64_t rows, float* y, bool accum
   }
 }
 
+void Linear::forward_f16_blocked_panels(const float* x, int64_t rows, const uint16_t* blocked, float* y,
+                                        bool accumulate) const {
+  // Whole column blocks widened to f32 are oneDNN's own f32 weight layout (BA16a64b): each panel is one
+  // widening pass into L2 and one brgemm product, no reorder inside it. ~1 MiB panels.
+  Impl& im = *impl_;
+  const int64_t block_floats = f16_blocked_k(in_) * kF16BlockColumns;
+  const int64_t blocks = (out_ + kF16BlockColumns - 1) / kF16BlockColumns;
+  const int64_t per_panel = std::max<int64_t>(1, (int64_t{1} << 18) / block_floats);
+  std::lock_guard<std::mutex> lock(im.panel_mutex);
+  im.panel.resize(static_cast<size_t>(std::min(per_panel, blocks) * block_floats));
+  memory src({{rows, in_}, DT::f32, Tag::ab}, onednn_engine(), const_cast<float*>(x));
+  for (int64_t b0 = 0; b0 < blocks; b0 += per_panel) {
+    const int64_t count = std::min(per_panel, blocks - b0);
+    const int64_t n0 = b0 * kF16BlockColumns, cols = std::min(out_ - n0, count * kF16BlockColumns);
+    f16_blocks_to_f32(blocked, in_, b0, count, im.panel.data());
+    panel_product(im.panel_prims_blocked, src, memory::desc({in_, cols}, DT::f32, Tag::BA16a64b), im.panel.data(),
+                  rows, cols, out_, im.panel_out, y + n0, accumulate);
+  }
+}
+
+void Linear::forward_panels_onednn(const float* x, int64_t rows, const void* w, float* y, bool accumulate) const {
+  // 16-bit rows (f16 before prepare() moves them into blocks; bf16 without a bf16 matmul): a panel of rows at a
+  // time widened to f32 (exactly), multiplied by oneDNN's f32 matmul. ~1 MiB panels, widened into L2.
+  Impl& im = *impl_;
+  const int64_t panel_rows = std::min(out_, std::max<int64_t>(64, ((int64_t{1} << 18) / in_) / 16 * 16));
+  std::lock_guard<std::mutex> lock(im.panel_mutex);
+  im.panel.resize(static_cast<size_t>(panel_rows * in_));
+  memory src({{rows, in_}, DT::f32, Tag::ab}, onednn_engine(), const_cast<float*>(x));
+  for (int64_t n0 = 0; n0 < out_; n0 += panel_rows) {
+    const int64_t cols = std::min(out_, n0 + panel_rows) - n0;
+    const uint16_t* from = static_cast<const uint16_t*>(w) + n0 * in_;
+    float* to = im.panel.data();
+    parallel_for_if(cols * in_ >= (1 << 16), cols, [&](int64_t r) {
+      convert_to_f32(im.storage, from + r * in_, to + r * in_, static_cast<size_t>(in_));
+    });
+    panel_product(im.panel_prims_plain, src, memory::desc({in_, cols}, DT::f32, Tag::ba), to, rows, cols, out_,
+                  im.panel_out, y + n0, accumulate);
+  }
+}
+
 void Linear::forward(const float* x, int64_t rows, float* y, bool accumulate) const {
   if (rows <= 0) return;
   ScopedKernelTimer timer(KernelKind::kMatmul);
-  if (impl_->backend == MatmulBackend::kOpenBlas) return forward_openblas(x, rows, y, accumulate);
+  if (impl_->plain) {
+    const uint16_t* blocked = nullptr;
+    const void* w = nullptr;
+    {
+      // prepare() may be moving f16 rows into blocks: take one of the two, consistently. The mapped rows stay
+      // valid after the move (the model holds its file), so a product on them may finish after it.
+      std::lock_guard<std::mutex> lock(impl_->mutex);
+      blocked = impl_->f16_blocked;
+      w = impl_->weight_rows();
+    }
+    if (!blocked) return forward_plain(x, rows, w, y, accumulate);
+    if (rows <= kGemvF16MaxRows) return gemv_f16_blocked(x, rows, blocked, out_, in_, y, accumulate);
+    return forward_f16_blocked_panels(x, rows, blocked, y, accumulate);
+  }
   auto& eng = onednn_engine();
   std::lock_guard<std::mutex> lock(impl_->mutex);
   if (const int64_t kp = impl_->gemv_k_padded; kp > 0 && rows <= kGemvBf16MaxRows) {

@@ -1,10 +1,13 @@
 // y[M, N] (+)= x[M, K] · Wᵀ for a PyTorch-layout weight W[N, K]: oneDNN's matmul with the weight reordered once,
 // at load, into the blocked layout its kernels want, or OpenBLAS's sgemm for f32 on CPUs without AVX-512.
-// Two compute types:
+// Three compute types:
 //   kF32  - f32 weights and activations (the exact path the golden tests use);
 //   kBF16 - bf16 weights and activations, f32 accumulation and output (vdpbf16ps; the fast path). On CPUs
-//           without a bf16 matmul the weights stay bf16 (or f16 when stored so) and the products run in f32
-//           on them: half the memory and bandwidth of f32, with f32 activations.
+//           without a bf16 matmul the weights stay bf16 and the products run in f32 on them: half the
+//           memory and bandwidth of f32, with f32 activations;
+//   kF16  - f16 weights held as their rows (in place from a mapped file), f32 activations and products: few
+//           rows on gemm_small_m (F16C widening in the load), many rows on f32 panels widened per product
+//           (oneDNN, or OpenBLAS's sgemm without AVX-512). What an F16 file holds, nothing rounded.
 #pragma once
 
 #include <cstdint>
@@ -58,7 +61,7 @@ class Linear {
   size_t prepare() const;
   bool preparable() const;  // in place, on oneDNN, not yet prepared
   // Products of up to kGemvBf16MaxRows rows run on gemv_bf16_blocked (bf16 weights in oneDNN's BA16a64b2a
-  // layout on an AVX512_BF16 CPU) instead of oneDNN's matmul.
+  // layout on an AVX512_BF16 CPU) instead of oneDNN's matmul, or (f16 weights) on gemm_small_m.
   bool few_rows_on_gemv() const;
   // forward's work for thread `thread` of `threads` of a region the caller runs, for few_rows_on_gemv()
   // weights and <= kGemvBf16MaxRows rows: its share of the output columns, the activations converted to bf16
@@ -66,7 +69,10 @@ class Linear {
   void forward_share(const float* x, int64_t rows, float* y, bool accumulate, int thread, int threads) const;
 
  private:
-  void forward_openblas(const float* x, int64_t rows, float* y, bool accumulate) const;
+  void forward_plain(const float* x, int64_t rows, const void* w, float* y, bool accumulate) const;
+  void forward_panels_onednn(const float* x, int64_t rows, const void* w, float* y, bool accumulate) const;
+  void forward_f16_blocked_panels(const float* x, int64_t rows, const uint16_t* blocked, float* y,
+                                  bool accumulate) const;
   struct Impl;
   std::unique_ptr<Impl> impl_;
   int64_t out_ = 0, in_ = 0;

@@ -1,6 +1,7 @@
 #include "kernels/matmul.h"
 
 #include <array>
+#include <cctype>
 #include <cstdlib>
 #include <string>
 #include <type_traits>
@@ -99,6 +100,22 @@ void MatMul::forward_group_share(std::span<const MatMul* const> ws, const float*
   std::array<quant::LinearPacked::Output, kMaxGroup> outs;
   for (size_t i = 0; i < ws.size(); ++i) outs[i] = {ws[i]->packed().get(), ys[i]};
   quant::LinearPacked::forward_group_share({outs.data(), ws.size()}, x, rows, accumulate, thread, threads);
+}
+
+std::string MatMul::runs_as() const {
+  auto lower = [](GgmlType t) {
+    const GgmlTypeInfo* info = ggml_type_info(static_cast<uint32_t>(t));
+    std::string name = info ? std::string(info->name) : "?";
+    for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    return name;
+  };
+  if (const auto* l = std::get_if<Linear>(&impl_)) {
+    if (l->compute() == ComputeType::kBF16 && !bf16_matmul_supported()) return "bf16 weights, f32 products";
+    return compute_type_name(l->compute());
+  }
+  if (is_q8()) return "q8_0 rows, int8 products";
+  if (is_ggml()) return lower(ggml()->type()) + " blocks in place, int8 products";
+  return lower(packed()->type()) + " blocks in 16-row panels, int8 products";
 }
 
 void MatMul::dequantize_row(int64_t row, float* out) const {

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <variant>
 
 #include "kernels/linear.h"
@@ -63,6 +64,9 @@ class MatMul {
   // A Linear held in place (Linear::in_place): reorder it into its faster layout (Linear::prepare).
   size_t prepare() const;
   bool preparable() const;  // a Linear that prepare() would reorder
+  // What its products run as, for the load line and --json: "f32", "bf16", "f16", or the quantized kind
+  // ("q4_k blocks, int8 products", ...).
+  std::string runs_as() const;
 
  private:
   static bool grouping_enabled();

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <set>
 
 #include "core/error.h"
@@ -102,8 +103,16 @@ class TensorTaker {
     return quant::LinearQ8::from_f32(w.data(), out, in);
   }
 
+  // A weight matrix by name, rope rows moved back to HF order for `rope_heads` heads.
   MatMul linear(const std::string& name, int64_t out, int64_t in, ComputeType ct, int64_t rope_heads = 0) {
     const GgufTensor& t = take(name, {out, in});
+    MatMul m = linear_of(t, name, out, in, ct, rope_heads);
+    tally(t, m);
+    return m;
+  }
+
+  MatMul linear_of(const GgufTensor& t, const std::string& name, int64_t out, int64_t in, ComputeType ct,
+                   int64_t rope_heads) {
     if (rope_heads == 0) return rows(t, 0, out, in, ct);
     if (!plain_dtype(t.type)) {
       // Blocks never straddle rows: whole rows move back to HF order, then the matrix is held as any other.
@@ -129,10 +138,17 @@ class TensorTaker {
   // expert of a stacked ffn_*_exps ([experts, rows, in]). A row is whole blocks, so the slice starts at a
   // pointer offset. allow_q8 = false keeps the matrix plain (the router).
   MatMul rows(const GgufTensor& t, int64_t first, int64_t count, int64_t in, ComputeType ct,
-              bool allow_q8 = true, bool expert = false) const {
+              bool allow_q8 = true, bool expert = false) {
     const uint8_t* data = t.data + static_cast<size_t>(first) * ggml_row_bytes(t.type, in);
-    return blocks(t.type, data, count, in, ct, allow_q8, expert, nullptr);
+    MatMul m = blocks(t.type, data, count, in, ct, allow_q8, expert, nullptr);
+    tally(t, m);
+    return m;
   }
+
+  void tally(const GgufTensor& t, const MatMul& m) {
+    tally_.add(std::string(ggml_type_info(static_cast<uint32_t>(t.type))->name), m);
+  }
+  std::map<std::string, std::string> precision_by_type() const { return tally_.result(); }
 
   // `count` rows of `type` at `data`: in the mapped file, or in `moved` (rows re-ordered here).
   //  * Q8_0 / Q4_0 / Q4_K, not an expert (unless pack_experts), whole panels (kAuto): repacked into 16-row
@@ -192,6 +208,7 @@ class TensorTaker {
   bool pack_experts_ = false;
   std::set<std::string> used_;
   std::string arch_;
+  PrecisionTally tally_;
 };
 
 int64_t positive(const GgufFile& f, const std::string& key) {
@@ -466,7 +483,7 @@ std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
       stored.emplace_back(ggml_type_info(static_cast<uint32_t>(t.type))->name);
   const ResolvedPrecision precision = resolve_precision(options.precision, stored);
   const ComputeType ct = precision.compute;
-  m.precision = ct == ComputeType::kF32 ? Precision::kF32 : Precision::kBF16;
+  m.precision = precision_of(ct);
   m.precision_reason = precision.reason;
 
   TensorTaker take(file, options.weights, options.experts, options.layout);
@@ -520,11 +537,14 @@ std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
         fail(path, ": tensor 'rope_freqs.weight' holds ", v, " (frequency factors must be > 0 and finite)");
   }
   w.final_norm = take.vector(find_spec(*fam, TensorRole::kOutputNorm).gguf, {d});
-  if (c.tied_head && w.embedding_blocks)
+  if (c.tied_head && w.embedding_blocks) {
     w.head = w.embedding_blocks->share();  // one copy for the table and the head
-  else
+    take.tally(emb_t, w.head);
+  } else {
     w.head = take.linear(c.tied_head ? emb_name : head_name, m.vocab_size, d, ct);
+  }
   take.check_all_used();
+  m.precision_by_type = take.precision_by_type();
 
   m.n_params = count_params(*fam, c);
   auto model = std::make_shared<Transformer>(std::move(c), nullptr, std::move(w));

@@ -21,16 +21,18 @@ std::vector<float> load_vector(Checkpoint& ckpt, const std::string& name, const 
 
 // A matrix from the mapped checkpoint: in place unless the layout says to reorder it at load. No owner is
 // needed: the Transformer holds the checkpoint and destroys its weights first.
-Linear make_linear(const uint8_t* data, DType dtype, int64_t out, int64_t in, ComputeType compute,
-                   WeightLayout layout) {
-  if (layout == WeightLayout::kBlockedAtLoad) return Linear(data, dtype, out, in, compute);
-  return Linear::in_place(data, dtype, out, in, compute, nullptr);
+MatMul make_linear(const uint8_t* data, DType dtype, int64_t out, int64_t in, ComputeType compute,
+                   WeightLayout layout, PrecisionTally& tally) {
+  MatMul m = layout == WeightLayout::kBlockedAtLoad ? Linear(data, dtype, out, in, compute)
+                                                    : Linear::in_place(data, dtype, out, in, compute, nullptr);
+  tally.add(std::string(dtype_name(dtype)), m);
+  return m;
 }
 
-Linear load_linear(Checkpoint& ckpt, const std::string& name, const std::vector<int64_t>& shape,
-                   ComputeType compute, WeightLayout layout) {
+MatMul load_linear(Checkpoint& ckpt, const std::string& name, const std::vector<int64_t>& shape,
+                   ComputeType compute, WeightLayout layout, PrecisionTally& tally) {
   const TensorView& t = ckpt.take(name, shape);
-  return make_linear(t.data, t.dtype, shape[0], shape[1], compute, layout);
+  return make_linear(t.data, t.dtype, shape[0], shape[1], compute, layout, tally);
 }
 
 }  // namespace
@@ -55,10 +57,11 @@ std::shared_ptr<Model> load_hf(const Family& family, std::unique_ptr<Checkpoint>
   }
   const ResolvedPrecision precision = resolve_precision(options.precision, stored);
   const ComputeType ct = precision.compute;
-  m.precision = ct == ComputeType::kF32 ? Precision::kF32 : Precision::kBF16;
+  m.precision = precision_of(ct);
   m.precision_reason = precision.reason;
 
   TransformerWeights w;
+  PrecisionTally tally;
   // The embedding, then layer by layer, then the norm and the head: the order in which errors name the first
   // missing tensor.
   w.embedding =
@@ -77,14 +80,14 @@ std::shared_ptr<Model> load_hf(const Family& family, std::unique_ptr<Checkpoint>
         MatMul* parts[3] = {&L.q, &L.k, &L.v};
         for (int p = 0; p < 3; ++p)
           *parts[p] = make_linear(t.data + static_cast<size_t>(ranges[p].first) * row_bytes, t.dtype,
-                                  ranges[p].count, shape[1], ct, options.layout);
+                                  ranges[p].count, shape[1], ct, options.layout, tally);
       } else if (std::vector<MatMul>* experts = layer_experts(L, spec.role)) {
         for (int64_t e = 0; e < c.moe.experts; ++e)
-          (*experts)[e] = load_linear(*ckpt, tensor_name(spec.hf, i, e), shape, ct, options.layout);
+          (*experts)[e] = load_linear(*ckpt, tensor_name(spec.hf, i, e), shape, ct, options.layout, tally);
       } else if (MatMul* mat = layer_matrix(L, spec.role)) {
         // The router runs in f32 whatever the precision (LLaDA2MoeGate casts to float32).
         *mat = load_linear(*ckpt, name, shape, spec.role == TensorRole::kRouter ? ComputeType::kF32 : ct,
-                           options.layout);
+                           options.layout, tally);
       } else {
         *layer_vector(L, spec.role) = load_vector(*ckpt, name, shape);
       }
@@ -96,11 +99,12 @@ std::shared_ptr<Model> load_hf(const Family& family, std::unique_ptr<Checkpoint>
   if (c.tied_head) {
     if (family.tied_head_may_be_stored && ckpt->has(head)) ckpt->take(head, head_shape);
     w.head =
-        make_linear(w.embedding->data, w.embedding->dtype, head_shape[0], head_shape[1], ct, options.layout);
+        make_linear(w.embedding->data, w.embedding->dtype, head_shape[0], head_shape[1], ct, options.layout, tally);
   } else {
-    w.head = load_linear(*ckpt, head, head_shape, ct, options.layout);
+    w.head = load_linear(*ckpt, head, head_shape, ct, options.layout, tally);
   }
   ckpt->check_all_used();
+  m.precision_by_type = tally.result();
 
   m.n_params = count_params(family, c);
   auto model = std::make_shared<Transformer>(std::move(c), std::move(ckpt), std::move(w));

@@ -163,8 +163,10 @@ std::shared_ptr<Model> make_random_model(const ModelShape& shape, int64_t n_laye
   if (n_layers > 0) m.n_layers = n_layers;
   m.max_seq_len = std::max<int64_t>(m.max_seq_len, 1 << 16);
   if (m.mask_id < 0) m.mask_id = static_cast<int32_t>(m.vocab_size - 1);
-  const ComputeType ct = precision == Precision::kF32 ? ComputeType::kF32 : ComputeType::kBF16;
-  m.precision = precision == Precision::kF32 ? Precision::kF32 : Precision::kBF16;
+  const ComputeType ct = precision == Precision::kF32   ? ComputeType::kF32
+                         : precision == Precision::kF16 ? ComputeType::kF16
+                                                        : ComputeType::kBF16;
+  m.precision = precision_of(ct);
   m.precision_reason = precision == Precision::kAuto
                            ? "auto: random weights held as bf16, as a real checkpoint"
                            : std::string("requested (--dtype ") + precision_name(precision) + ")";
@@ -186,8 +188,9 @@ std::shared_ptr<Model> make_random_model(const ModelShape& shape, int64_t n_laye
   };
   // A matrix from random f32 rows, held as `weights` says and as the GGUF loader would hold it (the router
   // stays f32; Q8_0 / Q4_0 packed into panels except experts, which stay in place).
-  auto matrix = [&](const float* rows, int64_t out, int64_t in, bool keep_f32,
-                    bool expert = false) -> MatMul {
+  PrecisionTally tally;
+  auto matrix_untallied = [&](const float* rows, int64_t out, int64_t in, bool keep_f32,
+                              bool expert = false) -> MatMul {
     if (!keep_f32) {
       if (weights == RandomWeights::kQ8 && in % 32 == 0) return quant::LinearQ8::from_f32(rows, out, in);
       for (const auto& [want, type] : {std::pair{RandomWeights::kQ8_0, GgmlType::kQ8_0},
@@ -205,6 +208,12 @@ std::shared_ptr<Model> make_random_model(const ModelShape& shape, int64_t n_laye
         return quant::LinearGgml::quantize_f32(GgmlType::kQ4_0, rows, out, in);
     }
     return Linear(rows, DType::kF32, out, in, keep_f32 ? ComputeType::kF32 : ct);
+  };
+  // The random rows stand for an F32 checkpoint's.
+  auto matrix = [&](const float* rows, int64_t out, int64_t in, bool keep_f32, bool expert = false) {
+    MatMul m = matrix_untallied(rows, out, in, keep_f32, expert);
+    tally.add("F32", m);
+    return m;
   };
   auto emb = random_vector(rng, numel(TensorRole::kEmbedding), 0.02f);
   w.owned_embedding_data = std::make_shared<std::vector<uint8_t>>(emb.size() * 4);
@@ -254,6 +263,7 @@ std::shared_ptr<Model> make_random_model(const ModelShape& shape, int64_t n_laye
     w.head = matrix(head.data(), m.vocab_size, m.d_model, false);
   }
   m.n_params = count_params(*family, c);
+  m.precision_by_type = tally.result();
   return std::make_shared<Transformer>(std::move(c), nullptr, std::move(w));
 }
 

@@ -2,7 +2,8 @@
 // shares, spin barriers between the steps) against the same forward run step by step, one region each: the
 // same logits bit for bit, on 2 and 3 threads, for the tiny qwen2 (q/k/v biases), qwen3 (q/k norms) and llama
 // models converted to Q8_0 and Q4_0 GGUF files (every matrix then in packed panels, which the path needs) and
-// to F16 (the bf16 gemv kernel's layout, on AVX512_BF16 CPUs).
+// to F16: run as f16 (gemv_f16's blocked layout on AVX-512 CPUs, gemm_small_m on the rows elsewhere) and as
+// bf16 (the bf16 gemv kernel's layout, on AVX512_BF16 CPUs).
 // Each step is 1 token, and one is 3 (a speculative verification's rows).
 #include <gtest/gtest.h>
 #include <omp.h>
@@ -49,12 +50,14 @@ std::vector<std::vector<float>> decode(Model& model) {
 
 // Every matrix must be able to run its share: packed panels (Q8_0, Q4_0), or for F16 files the bf16 gemv
 // kernel's layout (AVX512_BF16 CPUs), which the background preparation reorders the weights into.
-int compare_paths(const std::vector<GgmlType>& types) {
+int compare_paths(const std::vector<GgmlType>& types, Precision precision = Precision::kAuto) {
   const int saved = omp_get_max_threads();
   int compared = 0;
   for (const std::string name : {"qwen2_tiny", "qwen3_tiny", "llama3_tiny"})
     for (GgmlType type : types) {
-      auto loaded = Model::load(quantized(name, type));
+      LoadOptions options;
+      options.precision = precision;
+      auto loaded = Model::load(quantized(name, type), options);
       EXPECT_TRUE(loaded.ok()) << loaded.error();
       if (!loaded.ok()) return compared;
       auto* transformer = dynamic_cast<Transformer*>(loaded.value().get());
@@ -92,11 +95,14 @@ TEST(TokenInOneRegion, SameLogitsAsOneRegionPerStep) {
   EXPECT_EQ(compare_paths({GgmlType::kQ8_0, GgmlType::kQ4_0}), 3 * 2 * 2 * 8);
 }
 
-TEST(TokenInOneRegion, SameLogitsOn16BitWeights) {
-  if (!gemv_bf16_blocked_supported())
-    GTEST_SKIP()
-        << "this CPU has no AVX512_BF16: 16-bit weights run their few rows on oneDNN, not in one region";
+TEST(TokenInOneRegion, SameLogitsOnF16Weights) {
   EXPECT_EQ(compare_paths({GgmlType::kF16}), 3 * 2 * 8);
+}
+
+TEST(TokenInOneRegion, SameLogitsOnBf16Weights) {
+  if (!gemv_bf16_blocked_supported())
+    GTEST_SKIP() << "this CPU has no AVX512_BF16: bf16 weights run their few rows on oneDNN, not in one region";
+  EXPECT_EQ(compare_paths({GgmlType::kF16}, Precision::kBF16), 3 * 2 * 8);
 }
 
 }  // namespace

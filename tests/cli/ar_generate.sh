@@ -11,7 +11,7 @@ ar=$root/tests/data/oracle/ar
 checked=0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-strip() { sed 's/"seconds":[^,}]*//; s/"tokens_per_second":[^,}]*//' <<<"$1"; }
+strip() { sed 's/"seconds":[^,}]*//; s/"tokens_per_second":[^,}]*//; s/"precision":{[^}]*}//' <<<"$1"; }
 
 for m in qwen2 qwen3 llama3; do
   hf=$ar/models/${m}_tiny

@@ -18,7 +18,7 @@ run() { "$bin" generate -q --json --dtype f32 --gen-length 16 --block-length 16 
 want=$(run -m "$demo")
 got=$(run -m "$tmp/demo.gguf")
 got_tok=$(run -m "$tmp/demo.gguf" --tokenizer "$demo")
-strip() { sed 's/"seconds":[^,}]*//; s/"tokens_per_second":[^,}]*//' <<<"$1"; }
+strip() { sed 's/"seconds":[^,}]*//; s/"tokens_per_second":[^,}]*//; s/"precision":{[^}]*}//' <<<"$1"; }
 [ "$(strip "$want")" = "$(strip "$got")" ] || { echo "FAIL: GGUF generate differs:"; echo "$want"; echo "$got"; exit 1; }
 [ "$(strip "$want")" = "$(strip "$got_tok")" ] || { echo "FAIL: GGUF --tokenizer differs"; exit 1; }
 grep -q '"texts"' <<<"$got" || { echo "FAIL: no texts from the GGUF tokenizer: $got"; exit 1; }
@@ -65,4 +65,13 @@ data[at + 12:at + 12 + n] = b"z" * n
 open(sys.argv[2], "wb").write(data)
 PY
 no_text "$tmp/demo_unknown_pre.gguf" "tokenizer.ggml.pre"
+
+# convert names its fallbacks (rows of 128 / 384 are not whole Q4_K blocks) and the real mix, even with -q.
+tiny=$root/tests/data/oracle/models/llada_tiny_f32
+log=$("$bin" convert -m "$tiny" -o "$tmp/tiny_q4k.gguf" --type q4_k 2>&1 >/dev/null | tr '\r' '\n')
+grep -q '^dllm: blk.0.attn_q.weight: rows of 128 are not a multiple of Q4_K.s 256-element blocks: written as Q4_0$' \
+  <<<"$log" || { echo "FAIL: convert did not name the fallback of blk.0.attn_q.weight:"; echo "$log" | tail -5; exit 1; }
+grep -q 'requested type q4_k): 23 Q4_0, ' <<<"$log" || { echo "FAIL: convert's summary lacks the real mix:"; echo "$log" | tail -3; exit 1; }
+quiet=$("$bin" convert -q -m "$tiny" -o "$tmp/tiny_q4k.gguf" --type q4_k 2>&1 >/dev/null)
+grep -q '^dllm: warning: 23 weight matrices are not q4_k' <<<"$quiet" || { echo "FAIL: -q hid the fallback warning: $quiet"; exit 1; }
 echo "gguf_text: ok"

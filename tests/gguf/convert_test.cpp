@@ -92,6 +92,23 @@ TEST(Convert, FallbackTypesForRowsThatAreNotWholeBlocks) {
   const std::string out = test::temp_path("fallback.gguf");
   const auto r = convert_hf_to_gguf(test::data_path("oracle/models/llada_tiny_f32"), out, GgmlType::kQ4_K);
   EXPECT_EQ(r.fallback_tensors, 2u + 3 * 7);
+  ASSERT_EQ(r.fallbacks.size(), r.fallback_tensors);
+  // Each named, with its row length and the type written; the mix counts every tensor of the file.
+  size_t q4_0 = 0;
+  for (const ConvertFallback& fb : r.fallbacks) {
+    EXPECT_EQ(fb.wanted, GgmlType::kQ4_K) << fb.tensor;
+    EXPECT_EQ(fb.written, GgmlType::kQ4_0) << fb.tensor;
+    EXPECT_EQ(fb.cols % 256 != 0, true) << fb.tensor;
+    q4_0 += fb.written == GgmlType::kQ4_0;
+  }
+  EXPECT_EQ(describe_fallback(r.fallbacks.front()),
+            r.fallbacks.front().tensor + ": rows of " + std::to_string(r.fallbacks.front().cols) +
+                " are not a multiple of Q4_K's 256-element blocks: written as Q4_0");
+  size_t total = 0;
+  for (const auto& [type, n] : r.tensors_by_type) total += n;
+  EXPECT_EQ(total, r.tensors);
+  EXPECT_EQ(r.tensors_by_type.at("Q4_0"), q4_0);
+  EXPECT_EQ(r.tensors_by_type.count("Q4_K"), 0u) << describe_type_mix(r.tensors_by_type);
   GgufFile f(out);
   EXPECT_EQ(f.find_tensor("blk.0.ffn_gate.weight")->type, GgmlType::kQ4_0);
   EXPECT_EQ(f.find_tensor("output_norm.weight")->type, GgmlType::kF32);

@@ -149,6 +149,44 @@ TEST_P(LinearTest, F16WeightsForBf16ProductsRoundLikeBf16Weights) {
   EXPECT_EQ(from_f16, from_bf16);
 }
 
+// The f16 compute type multiplies the f16 weights as they are, with f32 activations and products: the f32
+// tolerance against the reference on the f16 values (rounding them to bf16 would miss it by ~100x), few rows
+// (gemm_small_m) and many (widened panels) alike, copied or in place, overwriting or accumulating.
+TEST_P(LinearTest, F16ComputeKeepsTheF16Weights) {
+  const auto [m, n, k] = GetParam();
+  auto x = random_values(m * k, 1.0f, 12), base = random_values(m * n, 1.0f, 13);
+  auto w = random_values(n * k, 0.05f, 14);
+  auto w_f16 = std::make_shared<std::vector<uint16_t>>(w.size());
+  for (size_t i = 0; i < w.size(); ++i) (*w_f16)[i] = f32_to_f16(w[i]);
+  std::vector<float> w_values(w.size());
+  convert_to_f32(DType::kF16, w_f16->data(), w_values.data(), w.size());
+  std::vector<float> want(m * n), got(m * n);
+  ref::matmul(x.data(), w_values.data(), m, n, k, want.data());
+  const Linear copy(w_f16->data(), DType::kF16, n, k, ComputeType::kF16);
+  EXPECT_EQ(copy.weight_storage(), DType::kF16);
+  EXPECT_GE(copy.weight_bytes(), static_cast<size_t>(n * k) * 2);  // 2 bytes a weight (blocks: padded)
+  EXPECT_LT(copy.weight_bytes(), static_cast<size_t>((n + 64) * (k + 16)) * 2);
+  copy.forward(x.data(), m, got.data());
+  EXPECT_LT(relative_error(got, want), 1e-5f);
+  // From f32 rows: rounded to the same f16 values, the same bits.
+  std::vector<float> from_f32(m * n);
+  Linear(w.data(), DType::kF32, n, k, ComputeType::kF16).forward(x.data(), m, from_f32.data());
+  EXPECT_EQ(from_f32, got);
+  // In place: the caller's buffer (as rows until prepare() moves them into the copy's layout, then the copy's
+  // bits); accumulating adds the product.
+  const Linear mapped = Linear::in_place(w_f16->data(), DType::kF16, n, k, ComputeType::kF16, w_f16);
+  EXPECT_TRUE(mapped.weight_in_place());
+  std::vector<float> got_mapped(m * n), acc = base;
+  mapped.forward(x.data(), m, got_mapped.data());
+  EXPECT_LT(relative_error(got_mapped, want), 1e-5f);
+  mapped.prepare();
+  mapped.forward(x.data(), m, got_mapped.data());
+  EXPECT_EQ(got_mapped, got);
+  mapped.forward(x.data(), m, acc.data(), /*accumulate=*/true);
+  for (size_t i = 0; i < want.size(); ++i) want[i] += base[i];
+  EXPECT_LT(relative_error(acc, want), 1e-5f);
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, LinearTest,
                          ::testing::Values(MatmulCase{1, 64, 128}, MatmulCase{7, 33, 65},
                                            MatmulCase{32, 384, 128}, MatmulCase{300, 96, 256}));
@@ -277,6 +315,48 @@ TEST(Kernels, Bf16WeightsManyRowsAcrossPanels) {
   if (!bf16_matmul_supported()) {  // the weights stay 16-bit: half the memory of f32
     EXPECT_EQ(lin.weight_storage(), DType::kBF16);
     EXPECT_EQ(lin.weight_bytes(), static_cast<size_t>(n * k) * 2);
+  }
+}
+
+// Many rows on f16 weights run on panels of rows widened to f32: several whole panels and a ragged last one,
+// overwriting and accumulating, against the reference on the f16 values.
+TEST(Kernels, F16WeightsManyRowsAcrossPanels) {
+  const int64_t m = 72, n = 2500, k = 200;  // panels of 1296 rows at k = 200: one whole, one ragged
+  auto x = random_values(m * k, 1.0f, 30), base = random_values(m * n, 1.0f, 31);
+  const StoredWeights sw = store_as(DType::kF16, random_values(n * k, 0.05f, 32));
+  Linear lin(sw.bits.data(), DType::kF16, n, k, ComputeType::kF16);
+  std::vector<float> want(m * n), got(m * n), acc = base;
+  ref::matmul(x.data(), sw.values.data(), m, n, k, want.data());
+  lin.forward(x.data(), m, got.data());
+  EXPECT_LT(relative_error(got, want), 1e-5f);
+  lin.forward(x.data(), m, acc.data(), /*accumulate=*/true);
+  for (size_t i = 0; i < want.size(); ++i) want[i] += base[i];
+  EXPECT_LT(relative_error(acc, want), 1e-5f);
+}
+
+// A token's product split over the threads of a region (Linear::forward_share on f16 weights): the reference's
+// values, and every split gives forward's bits, with and without accumulation, for ragged N and K (K = 136 is
+// padded to 144 in the blocked layout).
+TEST(Kernels, F16ShareGivesForwardsBits) {
+  const int64_t n = 301, k = 136;
+  const StoredWeights sw = store_as(DType::kF16, random_values(n * k, 0.05f, 40));
+  Linear lin(sw.bits.data(), DType::kF16, n, k, ComputeType::kF16);
+  ASSERT_TRUE(lin.few_rows_on_gemv());
+  for (int64_t rows = 1; rows <= 4; ++rows) {
+    auto x = random_values(rows * k, 1.0f, 41 + rows), base = random_values(rows * n, 1.0f, 50 + rows);
+    std::vector<float> exact(rows * n), got_one(rows * n);
+    ref::matmul(x.data(), sw.values.data(), rows, n, k, exact.data());
+    lin.forward(x.data(), rows, got_one.data());
+    EXPECT_LT(relative_error(got_one, exact), 1e-5f) << rows << " rows";
+    for (bool accumulate : {false, true}) {
+      std::vector<float> want = base;
+      lin.forward(x.data(), rows, want.data(), accumulate);
+      for (int threads = 1; threads <= 3; ++threads) {
+        std::vector<float> got = base;
+        for (int t = 0; t < threads; ++t) lin.forward_share(x.data(), rows, got.data(), accumulate, t, threads);
+        EXPECT_EQ(got, want) << rows << " rows, " << threads << " threads, accumulate " << accumulate;
+      }
+    }
   }
 }
 

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "io/checkpoint.h"
+#include "kernels/linear.h"
 #include "io/safetensors.h"
 #include "model/random_model.h"
 #include "model/transformer.h"
@@ -78,19 +79,33 @@ TEST(Family, AutoPrecisionKeepsTheCheckpoints) {
     EXPECT_NE(m.value()->info().precision_reason.find("auto"), std::string::npos);
     EXPECT_NE(m.value()->info().precision_reason.find("F32"), std::string::npos);
   }
-  // ... a 16-bit file stays 16-bit ...
+  // ... an f16 file stays f16, not rounded to bf16, and says so per stored type ...
   auto f16 = Model::load(test::data_path("gguf/llada_tiny_f16.gguf"));
   ASSERT_TRUE(f16.ok()) << f16.error();
-  EXPECT_EQ(f16.value()->info().precision, Precision::kBF16);
+  EXPECT_EQ(f16.value()->info().precision, Precision::kF16);
   EXPECT_NE(f16.value()->info().precision_reason.find("F16"), std::string::npos)
       << f16.value()->info().precision_reason;
-  // ... and a request forces either, saying so.
+  const auto& by_type = f16.value()->info().precision_by_type;
+  ASSERT_TRUE(by_type.count("F16")) << by_type.size();
+  EXPECT_EQ(by_type.at("F16"), "f16");
+  // ... and a request forces any, saying so: the same f16 file as bf16, an f32 one as bf16 or f16.
   LoadOptions o;
   o.precision = Precision::kBF16;
+  auto as_bf16 = Model::load(test::data_path("gguf/llada_tiny_f16.gguf"), o);
+  ASSERT_TRUE(as_bf16.ok()) << as_bf16.error();
+  EXPECT_EQ(as_bf16.value()->info().precision, Precision::kBF16);
+  const std::string bf16_kind = bf16_matmul_supported() ? "bf16" : "bf16 weights, f32 products";
+  EXPECT_EQ(as_bf16.value()->info().precision_by_type.at("F16"), bf16_kind);
   auto forced = Model::load(test::data_path(kModels[0]), o);
   ASSERT_TRUE(forced.ok()) << forced.error();
   EXPECT_EQ(forced.value()->info().precision, Precision::kBF16);
   EXPECT_NE(forced.value()->info().precision_reason.find("requested"), std::string::npos);
+  EXPECT_EQ(forced.value()->info().precision_by_type.at("F32"), bf16_kind);
+  o.precision = Precision::kF16;
+  auto forced_f16 = Model::load(test::data_path(kModels[0]), o);
+  ASSERT_TRUE(forced_f16.ok()) << forced_f16.error();
+  EXPECT_EQ(forced_f16.value()->info().precision, Precision::kF16);
+  EXPECT_EQ(forced_f16.value()->info().precision_by_type.at("F32"), "f16");
 }
 
 TEST(Family, DefaultLoadGivesTheExactLogits) {

@@ -213,6 +213,8 @@ void run_ar_bench(const BenchOptions& o, Model& model, Transformer& transformer)
     nlohmann::json out = {
         {"model", mi.path},
         {"architecture", mi.architecture},
+        {"compute", dtype_label(mi.precision)},
+        {"precision", mi.precision_by_type},
         {"threads", omp_get_max_threads()},
         {"load_average_before", loadavg()},
         {"pp", o.pp},
@@ -431,6 +433,7 @@ void run_bench(const BenchOptions& o) {
     nlohmann::json out = {
         {"model", mi.path},
         {"compute", dtype_label(mi.precision)},
+        {"precision", mi.precision_by_type},
         {"weights", weights},
         {"q8_matrices", q8},
         {"products", products},

@@ -218,7 +218,8 @@ void run_generate(const GenerateOptions& o) {
     nlohmann::json out = {{"outputs", result.outputs},
                           {"forwards", result.forwards},
                           {"seconds", result.seconds},
-                          {"tokens_per_second", tps}};
+                          {"tokens_per_second", tps},
+                          {"precision", model->info().precision_by_type}};
     if (!result.canvases.empty()) out["canvas"] = result.canvases;  // block-diffusion loops
     if (drafter)
       out["speculative"] = {{"draft_tokens", o.draft_params.tokens},
@@ -323,7 +324,8 @@ void setup(CLI::App& app) {
   cmd->add_option("--dtype", o->dtype, kDtypeHelp)->capture_default_str();
   cmd->add_option("-t,--threads", o->threads, "Threads (0 = all cores)")->capture_default_str();
   cmd->add_flag("--json", o->json,
-                "Print one JSON object: {outputs: [[ids] per row], forwards, seconds, tokens_per_second} "
+                "Print one JSON object: {outputs: [[ids] per row], forwards, seconds, tokens_per_second, precision: "
+                "{stored type: what it runs as}} "
                 "(block-diffusion "
                 "models: also canvas, each row's whole final canvas, prompt and mask ids included)");
   cmd->add_option(

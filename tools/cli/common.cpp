@@ -69,7 +69,8 @@ Meaning parse_word(const char* flag, const std::string& value,
 
 Precision parse_dtype(const std::string& name) {
   return parse_word<Precision>(
-      "--dtype", name, {{"auto", Precision::kAuto}, {"f32", Precision::kF32}, {"bf16", Precision::kBF16}});
+      "--dtype", name,
+      {{"auto", Precision::kAuto}, {"f32", Precision::kF32}, {"bf16", Precision::kBF16}, {"f16", Precision::kF16}});
 }
 
 std::string loadavg() {
@@ -168,14 +169,15 @@ std::shared_ptr<Model> load_model_or_throw(const std::string& path, Precision pr
     std::fprintf(
         stderr,
         "dllm: %s (%s, %s, %.1fM params, %lld layers, d=%lld, vocab %lld), %d threads, loaded in %.2f s\n"
-        "dllm: precision %s%s (%s)\n",
+        "dllm: precision %s%s (%s); per stored type: %s\n",
         path.c_str(), i.architecture.c_str(), i.autoregressive ? "autoregressive" : "diffusion",
         i.n_params / 1e6, static_cast<long long>(i.n_layers), static_cast<long long>(i.d_model),
         static_cast<long long>(i.vocab_size), omp_get_max_threads(), secs, dtype_label(i.precision).c_str(),
         i.precision == Precision::kBF16 && !bf16_matmul_supported()
-            ? ": 16-bit weights, f32 products (this CPU has no AVX512_BF16)"
-            : "",
-        i.precision_reason.c_str());
+            ? ": bf16 weights, f32 products (this CPU has no AVX512_BF16)"
+        : i.precision == Precision::kF16 ? ": f16 weights, f32 activations and products"
+                                         : "",
+        i.precision_reason.c_str(), precision_by_type_line(i.precision_by_type).c_str());
     if (const auto* t = dynamic_cast<const Transformer*>(model.get()))
       std::fprintf(
           stderr,

@@ -17,17 +17,17 @@ namespace dllm::cli {
 std::string default_model_path();
 // "480,158,483" or "480 158 483" -> ids; the error names the bad item.
 std::vector<int32_t> parse_ids(const std::string& text);
-Precision parse_dtype(const std::string& name);  // "auto" | "f32" | "bf16"
+Precision parse_dtype(const std::string& name);  // "auto" | "f32" | "bf16" | "f16"
 std::string dtype_label(Precision p);
 // /proc/loadavg's 1, 5 and 15 minute averages ("0.00 0.01 0.05"; "" where unreadable): timings are only
 // trustworthy on an idle machine, so the benchmarks print it.
 std::string loadavg();
 // The --dtype help, one text for every command.
 inline constexpr const char* kDtypeHelp =
-    "Weights and products: auto (the checkpoint's own precision: f32 files run f32, the exact path; bf16 / "
-    "f16 "
-    "files stay 16-bit) | f32 (exact: f32 weights and products) | bf16 (16-bit weights, f16 checkpoints stay "
-    "f16: half the memory; bf16 products with AVX512_BF16, f32 products on the 16-bit weights elsewhere)";
+    "Weights and products: auto (the checkpoint's own precision: f32 files run f32, the exact path; bf16 "
+    "files bf16; f16 files f16) | f32 (exact: f32 weights and products) | bf16 (bf16 weights, f16 ones rounded "
+    "to bf16: half the memory; bf16 products with AVX512_BF16, f32 products on the bf16 weights elsewhere) | "
+    "f16 (f16 weights, f32 and bf16 ones rounded to f16; f32 activations and products)";
 WeightFormat parse_weights(const std::string& name);  // "auto" | "f32" | "q8"
 // Registers --weights on a subcommand (generate, bench, serve); load_model_or_throw loads with its value.
 void add_weights_option(CLI::App* cmd);
