@@ -11,6 +11,7 @@ PACKAGES=(
   libcli11-dev          # command-line parsing
   libpcre2-dev          # tokenizer pre-tokenizer regexes (JIT)
   libcpp-httplib-dev    # the HTTP server
+  libvulkan-dev glslc mesa-vulkan-drivers  # the Vulkan backend: loader + headers, the shader compiler, lavapipe (CI's device)
   libgtest-dev libgmock-dev
   libbenchmark-dev      # kernel microbenchmarks (bench/micro)
   curl chromium         # server end-to-end tests: curl, headless browser (tests/server)

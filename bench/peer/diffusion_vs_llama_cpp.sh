@@ -3,8 +3,12 @@
 #
 #   bench/peer/diffusion_vs_llama_cpp.sh LLAMA_BIN_DIR [BUILD_DIR=build] [WORK_DIR=/work/peer] [REPEAT=3]
 #
-# LLAMA_BIN_DIR holds a llama.cpp build made by hand (llama-diffusion-cli); this script downloads and builds
-# nothing. The model is a random LLaDA at a 0.5B shape (bench/peer/make_random_llada.py) converted by `dllm
+# LLAMA_BIN_DIR holds llama.cpp's own llama-diffusion-cli, built by hand from llama.cpp's source for this CPU
+# (Release, GGML_NATIVE=ON); this script downloads and builds nothing, and llama.cpp's source and binaries never
+# enter this repository. The table names the commit (llama-diffusion-cli --version) and each file's real mix of
+# tensor types (`dllm convert --type q4_k` on d_model 896 writes Q4_0 where rows are not whole 256-element blocks).
+# Each file is read once before each run (this VM drops page cache between runs: a first forward would otherwise
+# read from disk). The model is a random LLaDA at a 0.5B shape (bench/peer/make_random_llada.py) converted by `dllm
 # convert` to F32, BF16, F16, Q8_0 and Q4_K: the same file for both engines. The schedule is llama-diffusion-cli's
 # own: a 256-token canvas (-ub 256: a 33-token prompt, BOS included, and 223 masks), block length 32, STEPS steps
 # (default 16: 2 per block), --top-k 1 --temp 0 (deterministic); dllm runs it as `--schedule llama_cli` (the same
@@ -12,8 +16,10 @@
 # times (order effects cancel in the medians). Both report the generation time without the load; seconds per step
 # = that time / steps. The output tokens of both are compared (identical: yes / no).
 #
-# Then the trained demo model (models/demo converted to F32 GGUF): token identity on a real prompt with the chat
-# template both apply, and end to end: llama-diffusion-cli's schedule (64 steps, and 256: one token per step, as
+# Then the trained demo model (models/demo converted to F32 and to F16 GGUF): token identity on a real prompt with
+# the chat template both apply (F16: dllm's f16 weights against llama.cpp's, under 64 steps and under an
+# order-free schedule, one step per block: every masked position committed by its argmax at once, so the commit
+# order cannot differ), and end to end: llama-diffusion-cli's schedule (64 steps, and 256: one token per step, as
 # the reference generate() runs) over a 256 canvas against dllm with --cache dual and a confidence threshold (the
 # Fast-dLLM settings), generated tokens per second of wall time of the whole command.
 # Writes WORK_DIR/diffusion_results.jsonl and prints a Markdown table. Run on a quiet machine.
@@ -65,16 +71,20 @@ PY
 }
 now() { date +%s.%N; }
 
+commit=$("$llama" --version 2>&1 | sed -n 's/^version: //p')
 for t in $types; do
   g=$work/models/llada-0.5b-random-$t.gguf
   [ -f "$g" ] || "$build/dllm" convert -q -m "$hf" -o "$g" --type "$t"
+  echo "{\"engine\": \"mix\", \"type\": \"$t\", \"mix\": \"$(python3 "$root/bench/peer/gguf_type_mix.py" "$g")\", \"commit\": \"$commit\"}" >>"$out"
   dllm_run() {
+    cat "$g" >/dev/null
     local t0; t0=$(now)
     "$build/dllm" generate -m "$g" --prompt-ids "$prompt_ids" --schedule llama_cli --gen-length 223 \
       --block-length 32 --steps "$steps" --json 2>/dev/null >"$work/d.json"
     dllm_parse dllm "$t" "$work/d.json" "$(python3 -c "print($(now) - $t0)")" >>"$out"
   }
   llama_run() {
+    cat "$g" >/dev/null
     local t0; t0=$(now)
     "$llama" -m "$g" -p "$prompt_text" -ub 256 --diffusion-block-length 32 --diffusion-steps "$steps" \
       --top-k 1 --temp 0 -t 2 >/dev/null 2>"$work/l.log"
@@ -90,7 +100,18 @@ demo=$work/models/demo-f32.gguf
 demo_prompt='def parse_args(argv):'
 n_prompt=$(echo "\"$demo_prompt\"" | "$build/dllm" tokenize --tokenizer "$demo" | python3 -c "import json,sys; print(len(json.load(sys.stdin)))")
 n_prompt=$((n_prompt + 1))  # the chat template's <|startoftext|>
+demo16=$work/models/demo-f16.gguf
+[ -f "$demo16" ] || "$build/dllm" convert -q -m "$root/models/demo" -o "$demo16" --type f16
+for demo_steps in 8 64; do  # 8: one step per block of 32 (order-free)
+  "$build/dllm" generate -m "$demo16" -p "$demo_prompt" --chat --schedule llama_cli --gen-length $((256 - n_prompt)) \
+    --block-length 32 --steps $demo_steps --json 2>/dev/null >"$work/d.json"
+  dllm_parse dllm demo-f16-$demo_steps "$work/d.json" 0 >>"$out"
+  "$llama" -m "$demo16" -p "$demo_prompt" -ub 256 --diffusion-block-length 32 --diffusion-steps $demo_steps \
+    --top-k 1 --temp 0 -t 2 >/dev/null 2>"$work/l.log"
+  llama_parse llama.cpp demo-f16-$demo_steps "$work/l.log" 0 >>"$out"
+done
 for _ in $(seq 1 "$repeat"); do
+  cat "$demo" >/dev/null
   t0=$(now)
   "$build/dllm" generate -m "$demo" -p "$demo_prompt" --chat --schedule llama_cli --gen-length $((256 - n_prompt)) \
     --block-length 32 --steps 64 --json 2>/dev/null >"$work/d.json"
@@ -115,11 +136,14 @@ done
 python3 - "$out" "$steps" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
+mixes = {r["type"]: r["mix"] for r in rows if r["engine"] == "mix"}
+commit = next((r["commit"] for r in rows if r["engine"] == "mix"), "?")
+rows = [r for r in rows if r["engine"] != "mix"]
 steps = int(sys.argv[2])
 med = lambda xs: statistics.median(xs)
-print(f"Random LLaDA 0.5B shape, 256-token canvas (33 prompt + 223), block 32, {steps} steps, --top-k 1 --temp 0, "
-      "2 threads; medians; seconds exclude loading\n")
-print("| weights | dllm s/forward | llama.cpp s/forward | ratio | dllm tok/s | llama.cpp tok/s | tokens identical |")
+print(f"llama.cpp {commit} (llama-diffusion-cli). Random LLaDA 0.5B shape, 256-token canvas (33 prompt + 223), "
+      f"block 32, {steps} steps, --top-k 1 --temp 0, 2 threads; medians [min-max] of the runs; seconds exclude loading\n")
+print("| file (real mix of types) | dllm s/forward | llama.cpp s/forward | ratio | dllm tok/s | llama.cpp tok/s | tokens identical |")
 print("|---|---|---|---|---|---|---|")
 seen = []
 for r in rows:
@@ -131,8 +155,10 @@ for t in seen:
     # Both run the same loop, forward for forward (dllm counts them: an empty trailing block costs one too).
     fw = d[0]["forwards"]
     ds, ls = med([r["seconds"] for r in d]) / fw, med([r["seconds"] for r in l]) / fw
+    rng = lambda rs: f"[{min(r['seconds'] for r in rs) / fw:.3f}-{max(r['seconds'] for r in rs) / fw:.3f}]"
     same = "yes" if all(r["ids"] == l[0]["ids"] for r in d + l) else "no"
-    print(f"| {t.upper()} | {ds:.3f} | {ls:.3f} | {ls / ds:.2f}x | {223 / (ds * fw):.1f} | {223 / (ls * fw):.1f} | {same} |")
+    print(f"| {t.upper()} ({mixes.get(t, '?')}) | {ds:.3f} {rng(d)} | {ls:.3f} {rng(l)} | {ls / ds:.2f}x | "
+          f"{223 / (ds * fw):.1f} | {223 / (ls * fw):.1f} | {same} |")
 d = [r for r in rows if r["type"] == "demo-exact" and r["engine"] == "dllm"]
 l = [r for r in rows if r["type"] == "demo-exact" and r["engine"] != "dllm"]
 f = [r for r in rows if r["type"] == "demo-dual"]
@@ -155,4 +181,11 @@ if d and l:
     print(f"\nSame text from the exact schedule: {'yes' if same else 'no'}")
     if not same:
         print(f"dllm: {d[0]['text']!r}\nllama.cpp: {l[0]['text']!r}")
+for st in (8, 64):
+    pair = [r for r in rows if r["type"] == f"demo-f16-{st}"]
+    if len(pair) == 2:
+        same = pair[0]["text"] == pair[1]["text"]
+        print(f"Demo model as F16 GGUF (dllm --dtype auto: f16 weights), {st} steps"
+              f"{' (one per block: order-free)' if st == 8 else ''}: same text as llama.cpp's F16: {'yes' if same else 'no'}"
+              f" ({len(pair[0]['text'])} characters)")
 PY

@@ -36,4 +36,9 @@ expect fail model denoise/denoiser.h
 expect fail model convert/gguf_convert.h
 expect fail denoise convert/gguf_convert.h
 expect ok convert model/family.h
+if [ -d "$layers/vulkan" ]; then  # the Vulkan device layer sees core/ only (built where Vulkan and glslc are)
+  expect ok vulkan vulkan/ops.h
+  expect fail vulkan kernels/linear.h
+  expect fail vulkan model/family.h
+fi
 echo "layering: $checked probes as expected"

@@ -1,0 +1,21 @@
+# Writes a SPIR-V binary (INPUT) as a C++ header (OUTPUT) holding `inline constexpr uint32_t NAME[] = {...}`, so
+# the shaders travel inside the binary: nothing to find at run time. Run by CMake in script mode (-P).
+file(READ ${INPUT} hex HEX)
+string(LENGTH "${hex}" len)
+math(EXPR rem "${len} % 8")
+if(NOT rem EQUAL 0)
+  message(FATAL_ERROR "${INPUT}: ${len} hex digits is not whole 32-bit words")
+endif()
+set(words "")
+set(i 0)
+while(i LESS len)
+  # SPIR-V words are little-endian: bytes b0 b1 b2 b3 make 0xb3b2b1b0.
+  string(SUBSTRING "${hex}" ${i} 8 w)
+  string(SUBSTRING "${w}" 0 2 b0)
+  string(SUBSTRING "${w}" 2 2 b1)
+  string(SUBSTRING "${w}" 4 2 b2)
+  string(SUBSTRING "${w}" 6 2 b3)
+  string(APPEND words "0x${b3}${b2}${b1}${b0}u,")
+  math(EXPR i "${i} + 8")
+endwhile()
+file(WRITE ${OUTPUT} "// Generated from ${INPUT} by cmake/spirv_to_header.cmake: do not edit.\n#pragma once\n#include <cstdint>\ninline constexpr uint32_t ${NAME}[] = {${words}};\n")

@@ -1,0 +1,153 @@
+// The Vulkan ops against the CPU's scalar references, on whatever Vulkan device the loader sees first (lavapipe
+// in CI). No device: the tests skip saying so, unless DLLM_REQUIRE_VULKAN=1 (scripts/test.sh sets it), where that
+// is a failure: CI must not pass by skipping them.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <random>
+#include <span>
+#include <string>
+
+#include "dllm/error.h"
+#include "kernels/ref/reference.h"
+#include "vulkan/buffer.h"
+#include "vulkan/context.h"
+#include "vulkan/ops.h"
+
+namespace dllm::vk {
+namespace {
+
+bool have_device() {
+  if (!list_devices().empty()) return true;
+  const char* required = std::getenv("DLLM_REQUIRE_VULKAN");
+  if (required && std::string(required) == "1")
+    ADD_FAILURE() << "DLLM_REQUIRE_VULKAN=1 but the Vulkan loader sees no device (mesa-vulkan-drivers missing?)";
+  return false;
+}
+
+#define NEED_DEVICE()                                                                                         \
+  if (!have_device()) GTEST_SKIP() << "no Vulkan device (apt-get install mesa-vulkan-drivers: lavapipe runs " \
+                                      "Vulkan on the CPU)"
+
+std::vector<float> random_values(size_t n, float scale, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+Buffer device_copy(Context& ctx, const std::vector<float>& v) {
+  Buffer b(ctx, v.size() * sizeof(float));
+  b.upload(std::span<const float>(v));
+  return b;
+}
+
+TEST(Vulkan, DevicesDescribeThemselves) {
+  NEED_DEVICE();
+  const auto devices = list_devices();
+  for (const DeviceInfo& d : devices) {
+    EXPECT_FALSE(d.name.empty());
+    EXPECT_GT(d.device_local_bytes, 0u) << d.name;
+    EXPECT_GT(d.subgroup_size, 0u) << d.name;
+  }
+  Context ctx(0);
+  EXPECT_EQ(ctx.info().name, devices[0].name);
+  try {
+    Context none(static_cast<int>(devices.size()));
+    ADD_FAILURE() << "an out-of-range device index was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("out of range"), std::string::npos) << e.what();
+  }
+}
+
+// The f32 product against ref::matmul over ragged shapes (no dimension a multiple of the 16 x 16 tile but the
+// first), overwriting and accumulating.
+TEST(Vulkan, MatmulF32MatchesTheReference) {
+  NEED_DEVICE();
+  Context ctx(0);
+  Ops ops(ctx);
+  int checked = 0;
+  for (auto [m, n, k] : {std::tuple<uint32_t, uint32_t, uint32_t>{16, 64, 128}, {1, 33, 65}, {7, 100, 300},
+                         {37, 129, 17}}) {
+    SCOPED_TRACE(std::to_string(m) + " x " + std::to_string(n) + " x " + std::to_string(k));
+    const auto x = random_values(size_t{m} * k, 1.0f, m), w = random_values(size_t{n} * k, 0.05f, n);
+    const auto base = random_values(size_t{m} * n, 1.0f, k);
+    std::vector<float> want(size_t{m} * n);
+    ref::matmul(x.data(), w.data(), m, n, k, want.data());
+    Buffer bx = device_copy(ctx, x), bw = device_copy(ctx, w), by = device_copy(ctx, base);
+    ops.matmul_f32(bx, bw, by, m, n, k, /*accumulate=*/false);
+    std::vector<float> got(want.size());
+    by.download(std::span<float>(got));
+    float scale = 1, diff = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      diff = std::max(diff, std::abs(got[i] - want[i]));
+      scale = std::max(scale, std::abs(want[i]));
+    }
+    EXPECT_LT(diff / scale, 1e-5f);
+    ops.matmul_f32(bx, bw, by, m, n, k, /*accumulate=*/true);  // base was overwritten: y = 2 · x·Wᵀ now
+    by.download(std::span<float>(got));
+    diff = 0;
+    for (size_t i = 0; i < got.size(); ++i) diff = std::max(diff, std::abs(got[i] - 2 * want[i]));
+    EXPECT_LT(diff / scale, 2e-5f);
+    ++checked;
+  }
+  EXPECT_EQ(checked, 4);
+}
+
+// Per row: argmax (the first on ties), the argmax's softmax probability, the margin to the second and
+// Σ p·log(p + 1e-10), against the same quantities in double on the host (src/denoise/prediction.h's
+// definitions).
+TEST(Vulkan, TokenStatsMatchTheHostsDoubleReference) {
+  NEED_DEVICE();
+  Context ctx(0);
+  Ops ops(ctx);
+  const uint32_t rows = 6, vocab = 1000;
+  auto logits = random_values(size_t{rows} * vocab, 3.0f, 7);
+  for (uint32_t v = 0; v < vocab; ++v) logits[4 * vocab + v] = (v == 321 || v == 777) ? 9.0f : 0.0f;  // a tie
+  for (uint32_t v = 0; v < vocab; ++v) logits[5 * vocab + v] = v == 999 ? 40.0f : -40.0f;  // certain, at the end
+  Buffer b = device_copy(ctx, logits);
+  const TokenStats got = ops.token_stats(b, rows, vocab);
+  ASSERT_EQ(got.argmax.size(), rows);
+  for (uint32_t r = 0; r < rows; ++r) {
+    SCOPED_TRACE("row " + std::to_string(r));
+    const float* x = logits.data() + size_t{r} * vocab;
+    uint32_t best = 0;
+    for (uint32_t v = 1; v < vocab; ++v)
+      if (x[v] > x[best]) best = v;
+    double m = x[best], sum = 0;
+    for (uint32_t v = 0; v < vocab; ++v) sum += std::exp(double(x[v]) - m);
+    std::vector<double> p(vocab);
+    double second = 0, ent = 0;
+    for (uint32_t v = 0; v < vocab; ++v) {
+      p[v] = std::exp(double(x[v]) - m) / sum;
+      if (v != best) second = std::max(second, p[v]);
+      ent += p[v] * std::log(p[v] + 1e-10);
+    }
+    EXPECT_EQ(got.argmax[r], best);
+    EXPECT_NEAR(got.p_max[r], p[best], 1e-5);
+    EXPECT_NEAR(got.margin[r], p[best] - second, 1e-5);
+    EXPECT_NEAR(got.neg_entropy[r], ent, 1e-4);
+  }
+  EXPECT_EQ(got.argmax[4], 321u);
+  EXPECT_NEAR(got.margin[4], 0.0, 1e-7);
+  EXPECT_EQ(got.argmax[5], 999u);
+}
+
+TEST(Vulkan, ShapesThatDoNotFitTheBuffersAreErrors) {
+  NEED_DEVICE();
+  Context ctx(0);
+  Ops ops(ctx);
+  Buffer small(ctx, 16 * sizeof(float));
+  try {
+    ops.matmul_f32(small, small, small, 4, 4, 8, false);
+    ADD_FAILURE() << "a product larger than its buffers ran";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("matmul_f32 x"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(Buffer(ctx, ctx.info().device_local_bytes + 1), Error);
+}
+
+}  // namespace
+}  // namespace dllm::vk
