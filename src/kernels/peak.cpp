@@ -6,11 +6,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
-#include <memory>
-#include <span>
 #include <vector>
 
-#include "core/huge_pages.h"
 #include "kernels/amx.h"
 #include "kernels/quant/linear_ggml.h"
 
@@ -214,11 +211,8 @@ double measure_f32_fma_peak_gflops(double seconds) {
 double measure_memory_read_gbs(double seconds) {
   // 1 GiB: four times the largest last-level cache seen on these machines (260 MiB, shared with other
   // tenants), so no pass is served from it; a 256 MiB buffer read up to 25% high on such a machine.
-  // On 2 MiB pages, as the weights are (core/huge_pages.h): on 4 KiB pages the VM's nested page walks held this
-  // read below what token generation streams from the weights (an F16 token at 116-124% of it, 2026-12-07).
   const size_t n = (size_t{1} << 30) / sizeof(float);
-  const std::shared_ptr<void> memory = huge_page_buffer(n * sizeof(float));
-  const std::span<float> buffer(static_cast<float*>(memory.get()), n);
+  std::vector<float> buffer(n);
 #pragma omp parallel for schedule(static)
   for (size_t i = 0; i < n; ++i) buffer[i] = static_cast<float>(i & 1023);  // first touch by its reader
   std::vector<double> rates;
