@@ -135,6 +135,98 @@ TEST(Vulkan, TokenStatsMatchTheHostsDoubleReference) {
   EXPECT_EQ(got.argmax[5], 999u);
 }
 
+float max_relative(const std::vector<float>& got, const std::vector<float>& want) {
+  float diff = 0, scale = 1;
+  for (size_t i = 0; i < got.size(); ++i) {
+    diff = std::max(diff, std::abs(got[i] - want[i]));
+    scale = std::max(scale, std::abs(want[i]));
+  }
+  return diff / scale;
+}
+
+std::vector<float> download(const Buffer& b, size_t n) {
+  std::vector<float> v(n);
+  b.download(std::span<float>(v));
+  return v;
+}
+
+TEST(Vulkan, RmsNormAndSiluMulMatchTheReference) {
+  NEED_DEVICE();
+  Context ctx(0);
+  Ops ops(ctx);
+  const uint32_t rows = 5, dim = 900;  // dim not a multiple of the 64-wide workgroup
+  const auto x = random_values(size_t{rows} * dim, 2.0f, 1), w = random_values(dim, 1.0f, 2);
+  std::vector<float> want(x.size());
+  ref::rms_norm(x.data(), w.data(), rows, dim, 1e-6f, want.data());
+  Buffer bx = device_copy(ctx, x), bw = device_copy(ctx, w), out(ctx, x.size() * sizeof(float));
+  ops.rms_norm(bx, bw, out, rows, dim, 1e-6f);
+  EXPECT_LT(max_relative(download(out, x.size()), want), 1e-5f);
+
+  const uint32_t n = 1000;
+  const auto gate = random_values(n, 3.0f, 3), up = random_values(n, 1.0f, 4);
+  ref::silu_mul(gate.data(), up.data(), n, want.data());
+  want.resize(n);
+  Buffer bg = device_copy(ctx, gate), bu = device_copy(ctx, up), bo(ctx, n * sizeof(float));
+  ops.silu_mul(bg, bu, bo, n);
+  EXPECT_LT(max_relative(download(bo, n), want), 1e-5f);
+}
+
+// Full and partial rotation (LLaDA2's rotary_dim < head_dim), positions far out (angles from double tables).
+TEST(Vulkan, RopeNeoxMatchesTheReference) {
+  NEED_DEVICE();
+  Context ctx(0);
+  Ops ops(ctx);
+  const uint32_t rows = 6, heads = 3, head_dim = 64;
+  const std::vector<int64_t> positions = {0, 1, 7, 100, 4095, 32000};
+  int checked = 0;
+  for (uint32_t rotary : {0u, 32u}) {
+    auto x = random_values(size_t{rows} * heads * head_dim, 1.0f, 5 + rotary);
+    std::vector<float> want = x;
+    ref::rope_neox(want.data(), rows, heads, head_dim, positions.data(), 10000.0, rotary);
+    Buffer bx = device_copy(ctx, x);
+    ops.rope_neox(bx, rows, heads, head_dim, positions, 10000.0, rotary);
+    EXPECT_LT(max_relative(download(bx, x.size()), want), 1e-5f) << "rotary_dim " << rotary;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 2);
+}
+
+// Bidirectional with padding (a batch row whose first keys are pad), grouped-query heads, and block-causal with a
+// query offset (queries at 4..11 in blocks of 8: the first four see keys 0-7, the rest 0-15, none 16-23), against
+// ref::attention.
+TEST(Vulkan, AttentionMatchesTheReference) {
+  NEED_DEVICE();
+  Context ctx(0);
+  Ops ops(ctx);
+  struct Case {
+    uint32_t batch, q_len, kv_len, heads, kv_heads, head_dim, block, q_offset;
+    bool padded;
+  };
+  int checked = 0;
+  for (const Case c : {Case{2, 7, 7, 4, 2, 16, 0, 0, true}, Case{1, 8, 24, 6, 3, 32, 8, 4, false},
+                       Case{1, 70, 70, 2, 1, 8, 0, 0, false}}) {
+    SCOPED_TRACE("q_len " + std::to_string(c.q_len) + " kv_len " + std::to_string(c.kv_len));
+    const auto q = random_values(size_t{c.batch} * c.q_len * c.heads * c.head_dim, 1.0f, 11);
+    const auto k = random_values(size_t{c.batch} * c.kv_len * c.kv_heads * c.head_dim, 1.0f, 12);
+    const auto v = random_values(k.size(), 1.0f, 13);
+    std::vector<uint8_t> valid;
+    if (c.padded) {
+      valid.assign(size_t{c.batch} * c.kv_len, 1);
+      valid[size_t{1} * c.kv_len + 0] = valid[size_t{1} * c.kv_len + 1] = 0;  // row 1: two pad keys
+    }
+    std::vector<float> want(q.size());
+    ref::attention(q.data(), k.data(), v.data(), c.batch, c.q_len, c.kv_len, c.heads, c.kv_heads, c.head_dim,
+                   valid.empty() ? nullptr : valid.data(), want.data(), c.block, c.q_offset);
+    Buffer bq = device_copy(ctx, q), bk = device_copy(ctx, k), bv = device_copy(ctx, v);
+    Buffer out(ctx, q.size() * sizeof(float));
+    ops.attention(bq, bk, bv, valid, out, c.batch, c.q_len, c.kv_len, c.heads, c.kv_heads, c.head_dim, c.block,
+                  c.q_offset);
+    EXPECT_LT(max_relative(download(out, q.size()), want), 1e-5f);
+    ++checked;
+  }
+  EXPECT_EQ(checked, 3);
+}
+
 TEST(Vulkan, ShapesThatDoNotFitTheBuffersAreErrors) {
   NEED_DEVICE();
   Context ctx(0);
