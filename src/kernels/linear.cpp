@@ -507,12 +507,15 @@ void Linear::forward(const float* x, int64_t rows, float* y, bool accumulate) co
   if (impl_->plain) {
     const uint16_t* blocked = nullptr;
     const void* w = nullptr;
+    std::shared_ptr<const void> keep;  // the rows' owner, held while the product reads them
     {
-      // prepare() may be moving f16 rows into blocks: take one of the two, consistently. The mapped rows stay
-      // valid after the move (the model holds its file), so a product on them may finish after it.
+      // prepare() may be moving f16 rows into blocks (and dropping their owner: rows a loader moved into a buffer
+      // of its own die with it): take one of the two consistently, and keep the rows alive until the product is
+      // done. (ASan caught a forward reading rows that prepare() had just freed.)
       std::lock_guard<std::mutex> lock(impl_->mutex);
       blocked = impl_->f16_blocked;
       w = impl_->weight_rows();
+      keep = impl_->owner;
     }
     if (!blocked) return forward_plain(x, rows, w, y, accumulate);
     if (rows <= kGemvF16MaxRows) return gemv_f16_blocked(x, rows, blocked, out_, in_, y, accumulate);

@@ -70,16 +70,17 @@ no_text "$tmp/demo_unknown_pre.gguf" "tokenizer.ggml.pre"
 # load line and in the --json of generate and bench.
 "$bin" convert -q -m "$demo" -o "$tmp/demo_f16.gguf" --type f16
 f16_json=$("$bin" generate -m "$tmp/demo_f16.gguf" --json --gen-length 16 --block-length 16 --steps 16 \
-  -p "def add(a, b):" 2>/dev/null)
+  -p "def add(a, b):" 2>"$tmp/gen.err") || { echo "FAIL: generate on the F16 file:"; cat "$tmp/gen.err"; exit 1; }
 "$bin" generate -m "$tmp/demo_f16.gguf" --gen-length 16 --block-length 16 --steps 16 -p "def add(a, b):" \
-  >/dev/null 2>"$tmp/load.txt"
+  >/dev/null 2>"$tmp/load.txt" || { echo "FAIL: generate on the F16 file (text):"; cat "$tmp/load.txt"; exit 1; }
 grep -q '"precision":{"F16":"f16"}' <<<"$f16_json" || { echo "FAIL: F16 generate --json precision: $f16_json"; exit 1; }
 grep -q '^dllm: precision f16: .*per stored type: F16 -> f16$' "$tmp/load.txt" ||
   { echo "FAIL: F16 load line:"; cat "$tmp/load.txt"; exit 1; }
 bf16_json=$("$bin" generate -m "$tmp/demo_f16.gguf" --dtype bf16 --json --gen-length 16 --block-length 16 --steps 16 \
-  -p "def add(a, b):" 2>/dev/null)
+  -p "def add(a, b):" 2>"$tmp/gen.err") || { echo "FAIL: generate --dtype bf16:"; cat "$tmp/gen.err"; exit 1; }
 grep -q '"precision":{"F16":"bf16' <<<"$bf16_json" || { echo "FAIL: --dtype bf16 precision: $bf16_json"; exit 1; }
-bench_json=$("$bin" bench -m "$tmp/demo_f16.gguf" --tokens 16 --repeat 1 --first-tokens 16 --json 2>/dev/null)
+bench_json=$("$bin" bench -m "$tmp/demo_f16.gguf" --tokens 16 --repeat 1 --first-tokens 16 --json 2>"$tmp/bench.err") ||
+  { echo "FAIL: bench --json on the F16 file:"; cat "$tmp/bench.err"; exit 1; }
 python3 -c "import json,sys; j=json.loads(sys.argv[1]); assert j['precision'] == {'F16': 'f16'} and j['compute'] == 'f16', j" \
   "$bench_json" || { echo "FAIL: bench --json precision"; exit 1; }
 

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <random>
+#include <thread>
 
 #include "core/dtype.h"
 #include "kernels/gemm_small_m.h"
@@ -332,6 +333,29 @@ TEST(Kernels, F16WeightsManyRowsAcrossPanels) {
   lin.forward(x.data(), m, acc.data(), /*accumulate=*/true);
   for (size_t i = 0; i < want.size(); ++i) want[i] += base[i];
   EXPECT_LT(relative_error(acc, want), 1e-5f);
+}
+
+// prepare() moving in-place f16 rows into blocks while forwards run on them, the rows owned by nothing but the
+// Linear (as rows a loader moved into a buffer of its own): every product stays right, and none reads freed rows
+// (the ASan build's check; it caught exactly that in a generate under load).
+TEST(Kernels, F16PrepareWhileForwardsRunKeepsTheRowsAlive) {
+  const int64_t m = 48, n = 640, k = 256;
+  const StoredWeights sw = store_as(DType::kF16, random_values(n * k, 0.05f, 60));
+  const auto x = random_values(m * k, 1.0f, 61);
+  std::vector<float> want(m * n);
+  ref::matmul(x.data(), sw.values.data(), m, n, k, want.data());
+  for (int round = 0; round < 3; ++round) {
+    auto rows = std::make_shared<std::vector<uint16_t>>(sw.bits);
+    const Linear lin = Linear::in_place(rows->data(), DType::kF16, n, k, ComputeType::kF16, rows);
+    rows.reset();  // the Linear is the rows' only owner now
+    std::thread preparer([&] { lin.prepare(); });
+    for (int i = 0; i < 4; ++i) {
+      std::vector<float> got(m * n);
+      lin.forward(x.data(), m, got.data());
+      EXPECT_LT(relative_error(got, want), 1e-5f) << "round " << round << ", forward " << i;
+    }
+    preparer.join();
+  }
 }
 
 // A token's product split over the threads of a region (Linear::forward_share on f16 weights): the reference's
