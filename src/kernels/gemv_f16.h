@@ -22,7 +22,7 @@ constexpr int64_t kF16BlockK = 16;        // the layout's 16a: K is padded to a 
 // K as padded in the layout.
 int64_t f16_blocked_k(int64_t k);
 
-// AVX512F + F16C (cpuid).
+// AVX512F (cpuid; F16C is in the build's x86-64-v3 baseline).
 bool gemv_f16_blocked_supported();
 
 // Halves the blocked layout of an [n, k] weight takes: ceil(n / 64) blocks of f16_blocked_k(k) x 64.
