@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
-#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -102,6 +102,9 @@ MatmulBackend f32_matmul_backend() {
 
 const char* matmul_backend_name(MatmulBackend b) { return b == MatmulBackend::kOneDnn ? "oneDNN" : "OpenBLAS"; }
 
+// oneDNN f32 matmuls over widened panels of 16-bit weights, by (rows, panel columns).
+using PanelPrimitives = std::map<std::pair<int64_t, int64_t>, dnnl::matmul>;
+
 struct Linear::Impl {
   MatmulBackend backend = MatmulBackend::kOneDnn;  // who multiplies many rows
   // The weight held as its [N, K] rows (the OpenBLAS backend; f16 weights on either), not oneDNN's blocks.
@@ -115,10 +118,10 @@ struct Linear::Impl {
   std::shared_ptr<const void> owner;
   bool reorder_pending = false;      // in place on oneDNN: prepare() may move it into the blocked layout
   mutable std::vector<float> panel;  // 16-bit weights widened to f32, one panel of rows at a time
-  // 16-bit weights on oneDNN: an f32 matmul per (rows, panel columns, accumulate) over a widened panel, from
-  // plain rows (weights "ba") or from f16 column blocks (BA16a64b): one map each, as both can serve one Linear.
-  using PanelKey = std::tuple<int64_t, int64_t, bool>;
-  mutable std::map<PanelKey, dnnl::matmul> panel_prims_plain, panel_prims_blocked;
+  // 16-bit weights on oneDNN: an f32 matmul per (rows, panel columns) over a widened panel (accumulation happens
+  // in the copy into y), from plain rows (weights "ba") or from f16 column blocks (BA16a64b): one map each, as
+  // both can serve one Linear.
+  mutable PanelPrimitives panel_prims_plain, panel_prims_blocked;
   mutable std::vector<float> panel_out;  // a panel's product, dense, before it is copied into y
   // oneDNN backend: [K, N] in its blocked layout, and a primitive per (rows, accumulate).
   memory::desc weight_md;
@@ -180,12 +183,12 @@ const uint16_t* make_f16_blocked(const uint16_t* rows, int64_t n, int64_t k, std
 // destination (a strided one, y's columns in place, falls to its reference kernel: ~100x slower), so the
 // product lands in a dense scratch and is copied (added) into y: rows x cols floats against rows x cols x K
 // multiply-adds.
-void panel_product(std::map<std::tuple<int64_t, int64_t, bool>, dnnl::matmul>& prims, const memory& src,
+void panel_product(PanelPrimitives& prims, const memory& src,
                    const memory::desc& wei_md, float* panel, int64_t rows, int64_t cols, int64_t n_total,
                    std::vector<float>& scratch, float* y_cols, bool accumulate) {
   auto& eng = onednn_engine();
   memory::desc dst_md({rows, cols}, DT::f32, Tag::ab);
-  auto key = std::make_tuple(rows, cols, false);
+  const auto key = std::make_pair(rows, cols);
   auto it = prims.find(key);
   if (it == prims.end())
     it = prims.emplace(key, dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(src.get_desc(), wei_md,
