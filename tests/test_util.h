@@ -1,6 +1,8 @@
 // Helpers shared by the tests: fixture paths, .npy reading, golden JSON.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -115,6 +117,16 @@ inline std::vector<float> randn(size_t n, uint32_t seed, float s) {
   std::vector<float> v(n);
   for (auto& x : v) x = d(rng);
   return v;
+}
+
+// max |got - want| / max(1, max |want|): the error measure the kernel and backend tests bound.
+inline float max_relative_error(const std::vector<float>& got, const std::vector<float>& want) {
+  float diff = 0, scale = 1;
+  for (size_t i = 0; i < got.size(); ++i) {
+    diff = std::max(diff, std::abs(got[i] - want[i]));
+    scale = std::max(scale, std::abs(want[i]));
+  }
+  return diff / scale;
 }
 
 }  // namespace dllm::test

@@ -11,6 +11,7 @@
 #include "kernels/linear.h"
 #include "kernels/ops.h"
 #include "kernels/ref/reference.h"
+#include "test_util.h"
 
 namespace dllm {
 namespace {
@@ -23,15 +24,7 @@ std::vector<float> random_values(size_t n, float scale, uint64_t seed) {
   return v;
 }
 
-// max |a - b| / max(1, max |b|)
-float relative_error(const std::vector<float>& a, const std::vector<float>& b) {
-  float diff = 0, scale = 1;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff = std::max(diff, std::abs(a[i] - b[i]));
-    scale = std::max(scale, std::abs(b[i]));
-  }
-  return diff / scale;
-}
+using test::max_relative_error;
 
 struct MatmulCase {
   int64_t m, n, k;
@@ -46,7 +39,7 @@ TEST_P(LinearTest, F32MatchesReference) {
   ref::matmul(x.data(), w.data(), m, n, k, want.data());
   Linear lin(w.data(), DType::kF32, n, k, ComputeType::kF32);
   lin.forward(x.data(), m, got.data());
-  EXPECT_LT(relative_error(got, want), 1e-5f);
+  EXPECT_LT(max_relative_error(got, want), 1e-5f);
 }
 
 TEST_P(LinearTest, AccumulateAddsToOutput) {
@@ -58,7 +51,7 @@ TEST_P(LinearTest, AccumulateAddsToOutput) {
   for (size_t i = 0; i < want.size(); ++i) want[i] += base[i];
   Linear lin(w.data(), DType::kF32, n, k, ComputeType::kF32);
   lin.forward(x.data(), m, got.data(), /*accumulate=*/true);
-  EXPECT_LT(relative_error(got, want), 1e-5f);
+  EXPECT_LT(max_relative_error(got, want), 1e-5f);
 }
 
 // A weight multiplied where it lies (a mapped file): nothing copied (the product reads the caller's buffer,
@@ -75,12 +68,12 @@ TEST_P(LinearTest, F32InPlaceReadsTheBufferAndGivesTheCopiedWeightsBits) {
   EXPECT_TRUE(lin.weight_in_place());
   EXPECT_EQ(lin.weight_bytes(), static_cast<size_t>(n * k) * sizeof(float));
   lin.forward(x.data(), m, got.data());
-  EXPECT_LT(relative_error(got, want), 1e-5f);
+  EXPECT_LT(max_relative_error(got, want), 1e-5f);
   EXPECT_EQ(got, copied) << "the in-place weight must give the copied weight's bits";
   for (auto& v : *w) v *= 2;
   lin.forward(x.data(), m, got.data());
   for (size_t i = 0; i < want.size(); ++i) want[i] *= 2;
-  EXPECT_LT(relative_error(got, want), 1e-5f) << "the product must read the buffer it was given";
+  EXPECT_LT(max_relative_error(got, want), 1e-5f) << "the product must read the buffer it was given";
 }
 
 TEST_P(LinearTest, Bf16StoredWeights) {
@@ -95,7 +88,7 @@ TEST_P(LinearTest, Bf16StoredWeights) {
   // BF16 storage with f32 compute: the upcast is exact, so f32 tolerance.
   Linear exact(w_bf16.data(), DType::kBF16, n, k, ComputeType::kF32);
   exact.forward(x.data(), m, got.data());
-  EXPECT_LT(relative_error(got, want), 1e-5f);
+  EXPECT_LT(max_relative_error(got, want), 1e-5f);
 }
 
 // The bf16 compute path rounds activations to bf16 too (8-bit mantissa): ~2^-8 relative per product,
@@ -116,7 +109,7 @@ TEST_P(LinearTest, Bf16FastPath) {
   ref::matmul(x.data(), w_rounded.data(), m, n, k, want.data());
   Linear fast(w_bf16.data(), DType::kBF16, n, k, ComputeType::kBF16);
   fast.forward(x.data(), m, got.data());
-  EXPECT_LT(relative_error(got, want), 2e-2f);
+  EXPECT_LT(max_relative_error(got, want), 2e-2f);
 }
 
 TEST_P(LinearTest, F16StoredWeights) {
@@ -130,7 +123,7 @@ TEST_P(LinearTest, F16StoredWeights) {
   ref::matmul(x.data(), w_rounded.data(), m, n, k, want.data());
   Linear lin(w_f16.data(), DType::kF16, n, k, ComputeType::kF32);
   lin.forward(x.data(), m, got.data());
-  EXPECT_LT(relative_error(got, want), 1e-5f);
+  EXPECT_LT(max_relative_error(got, want), 1e-5f);
 }
 
 // F16 weights for bf16 products are rounded to bf16 at load (straight, not through an f32 copy): the product
@@ -168,7 +161,7 @@ TEST_P(LinearTest, F16ComputeKeepsTheF16Weights) {
   EXPECT_GE(copy.weight_bytes(), static_cast<size_t>(n * k) * 2);  // 2 bytes a weight (blocks: padded)
   EXPECT_LT(copy.weight_bytes(), static_cast<size_t>((n + 64) * (k + 16)) * 2);
   copy.forward(x.data(), m, got.data());
-  EXPECT_LT(relative_error(got, want), 1e-5f);
+  EXPECT_LT(max_relative_error(got, want), 1e-5f);
   // From f32 rows: rounded to the same f16 values, the same bits.
   std::vector<float> from_f32(m * n);
   Linear(w.data(), DType::kF32, n, k, ComputeType::kF16).forward(x.data(), m, from_f32.data());
@@ -179,13 +172,13 @@ TEST_P(LinearTest, F16ComputeKeepsTheF16Weights) {
   EXPECT_TRUE(mapped.weight_in_place());
   std::vector<float> got_mapped(m * n), acc = base;
   mapped.forward(x.data(), m, got_mapped.data());
-  EXPECT_LT(relative_error(got_mapped, want), 1e-5f);
+  EXPECT_LT(max_relative_error(got_mapped, want), 1e-5f);
   mapped.prepare();
   mapped.forward(x.data(), m, got_mapped.data());
   EXPECT_EQ(got_mapped, got);
   mapped.forward(x.data(), m, acc.data(), /*accumulate=*/true);
   for (size_t i = 0; i < want.size(); ++i) want[i] += base[i];
-  EXPECT_LT(relative_error(acc, want), 1e-5f);
+  EXPECT_LT(max_relative_error(acc, want), 1e-5f);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, LinearTest,
@@ -222,13 +215,13 @@ TEST(Kernels, SmallRowGemmMatchesReference) {
         std::vector<float> want(m * n), got(m * n, 0.0f);
         ref::matmul(x.data(), sw.values.data(), m, n, k, want.data());
         gemm_small_m(x.data(), m, sw.data(t, w), t, n, k, got.data(), false);
-        EXPECT_LT(relative_error(got, want), 1e-5f)
+        EXPECT_LT(max_relative_error(got, want), 1e-5f)
             << dtype_name(t) << " m=" << m << " n=" << n << " k=" << k;
         auto base = random_values(m * n, 1.0f, 22);
         got = base;
         for (size_t i = 0; i < want.size(); ++i) want[i] += base[i];
         gemm_small_m(x.data(), m, sw.data(t, w), t, n, k, got.data(), true);
-        EXPECT_LT(relative_error(got, want), 1e-5f) << "accumulate " << dtype_name(t) << " m=" << m;
+        EXPECT_LT(max_relative_error(got, want), 1e-5f) << "accumulate " << dtype_name(t) << " m=" << m;
       }
     }
   }
@@ -289,11 +282,11 @@ TEST(Kernels, Bf16GemvOnBlockedWeightsMatchesReference) {
         if (m <= kGemvBf16MaxRows) {
           std::vector<float> got = accumulate ? base : std::vector<float>(m * n, 7.0f);
           gemv_bf16_blocked(xb.data(), m, packed.data(), n, k_padded, got.data(), accumulate);
-          EXPECT_LT(relative_error(got, expected), 1e-5f) << "kernel " << where;
+          EXPECT_LT(max_relative_error(got, expected), 1e-5f) << "kernel " << where;
         }
         std::vector<float> got = accumulate ? base : std::vector<float>(m * n, 7.0f);
         lin.forward(x.data(), m, got.data(), accumulate);
-        EXPECT_LT(relative_error(got, expected), 1e-5f) << "Linear " << where;
+        EXPECT_LT(max_relative_error(got, expected), 1e-5f) << "Linear " << where;
       }
     }
   }
@@ -312,7 +305,7 @@ TEST(Kernels, Bf16WeightsManyRowsAcrossPanels) {
   Linear lin(sw.bits.data(), DType::kBF16, n, k, ComputeType::kBF16);
   lin.forward(x.data(), m, got.data());
   const float tol = bf16_matmul_supported() ? 2e-2f : 1e-5f;  // bf16 activations only with bf16 hardware
-  EXPECT_LT(relative_error(got, want), tol);
+  EXPECT_LT(max_relative_error(got, want), tol);
   if (!bf16_matmul_supported()) {  // the weights stay 16-bit: half the memory of f32
     EXPECT_EQ(lin.weight_storage(), DType::kBF16);
     EXPECT_EQ(lin.weight_bytes(), static_cast<size_t>(n * k) * 2);
@@ -329,10 +322,10 @@ TEST(Kernels, F16WeightsManyRowsAcrossPanels) {
   std::vector<float> want(m * n), got(m * n), acc = base;
   ref::matmul(x.data(), sw.values.data(), m, n, k, want.data());
   lin.forward(x.data(), m, got.data());
-  EXPECT_LT(relative_error(got, want), 1e-5f);
+  EXPECT_LT(max_relative_error(got, want), 1e-5f);
   lin.forward(x.data(), m, acc.data(), /*accumulate=*/true);
   for (size_t i = 0; i < want.size(); ++i) want[i] += base[i];
-  EXPECT_LT(relative_error(acc, want), 1e-5f);
+  EXPECT_LT(max_relative_error(acc, want), 1e-5f);
 }
 
 // prepare() moving in-place f16 rows into blocks while forwards run on them, the rows owned by nothing but the
@@ -352,7 +345,7 @@ TEST(Kernels, F16PrepareWhileForwardsRunKeepsTheRowsAlive) {
     for (int i = 0; i < 4; ++i) {
       std::vector<float> got(m * n);
       lin.forward(x.data(), m, got.data());
-      EXPECT_LT(relative_error(got, want), 1e-5f) << "round " << round << ", forward " << i;
+      EXPECT_LT(max_relative_error(got, want), 1e-5f) << "round " << round << ", forward " << i;
     }
     preparer.join();
   }
@@ -371,7 +364,7 @@ TEST(Kernels, F16ShareGivesForwardsBits) {
     std::vector<float> exact(rows * n), got_one(rows * n);
     ref::matmul(x.data(), sw.values.data(), rows, n, k, exact.data());
     lin.forward(x.data(), rows, got_one.data());
-    EXPECT_LT(relative_error(got_one, exact), 1e-5f) << rows << " rows";
+    EXPECT_LT(max_relative_error(got_one, exact), 1e-5f) << rows << " rows";
     for (bool accumulate : {false, true}) {
       std::vector<float> want = base;
       lin.forward(x.data(), rows, want.data(), accumulate);
@@ -390,7 +383,7 @@ TEST(Kernels, RmsNormMatchesReference) {
   std::vector<float> want(x.size()), got(x.size());
   ref::rms_norm(x.data(), w.data(), rows, dim, 1e-5f, want.data());
   rms_norm(x.data(), w.data(), rows, dim, 1e-5f, got.data());
-  EXPECT_LT(relative_error(got, want), 1e-6f);
+  EXPECT_LT(max_relative_error(got, want), 1e-6f);
 }
 
 TEST(Kernels, RopeMatchesReference) {
@@ -404,7 +397,7 @@ TEST(Kernels, RopeMatchesReference) {
   table.ensure(300);
   rope_neox(got.data(), rows, heads, pos.data(), table);
   // f32 angles (as the reference models compute them) vs double: |pos * inv_freq| up to 300 rad.
-  EXPECT_LT(relative_error(got, want), 1e-4f);
+  EXPECT_LT(max_relative_error(got, want), 1e-4f);
 }
 
 // Partial RoPE (LLaDA2: rotary_dim = head_dim / 2): the first 16 of 32 values rotate with frequencies over 16,
@@ -418,7 +411,7 @@ TEST(Kernels, PartialRopeMatchesReference) {
   ref::rope_neox(want.data(), rows, heads, hd, pos.data(), 600000.0, rot);
   RopeTable table(rot, 600000.0f, 200);
   rope_neox(got.data(), rows, heads, pos.data(), table, hd);
-  EXPECT_LT(relative_error(got, want), 1e-4f);
+  EXPECT_LT(max_relative_error(got, want), 1e-4f);
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t h = 0; h < heads; ++h)
       for (int64_t t = rot; t < hd; ++t) ASSERT_EQ(got[(r * heads + h) * hd + t], x[(r * heads + h) * hd + t]);
@@ -450,7 +443,7 @@ TEST_P(AttentionTest, MatchesReference) {
                  want.data(), c.block, c.q_offset);
   attention(q.data(), k.data(), v.data(), c.batch, c.q_len, c.kv_len, c.heads, c.kv_heads, c.hd, mask,
             got.data(), c.block, c.q_offset);
-  EXPECT_LT(relative_error(got, want), 2e-6f);
+  EXPECT_LT(max_relative_error(got, want), 2e-6f);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, AttentionTest,
@@ -484,7 +477,7 @@ TEST(Kernels, SiluMulMatchesReference) {
   std::vector<float> want(g.size()), got(g.size());
   ref::silu_mul(g.data(), u.data(), static_cast<int64_t>(g.size()), want.data());
   silu_mul(g.data(), u.data(), static_cast<int64_t>(g.size()), got.data());
-  EXPECT_LT(relative_error(got, want), 1e-6f);
+  EXPECT_LT(max_relative_error(got, want), 1e-6f);
 }
 
 TEST(Kernels, Bf16RoundingIsNearestEven) {

@@ -11,6 +11,7 @@
 
 #include "dllm/error.h"
 #include "kernels/ref/reference.h"
+#include "test_util.h"
 #include "vulkan/buffer.h"
 #include "vulkan/context.h"
 #include "vulkan/ops.h"
@@ -30,13 +31,8 @@ bool have_device() {
   if (!have_device()) GTEST_SKIP() << "no Vulkan device (apt-get install mesa-vulkan-drivers: lavapipe runs " \
                                       "Vulkan on the CPU)"
 
-std::vector<float> random_values(size_t n, float scale, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> dist(0.0f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
+// n normal values of standard deviation `scale` (test::randn, the kernel tests' generator).
+std::vector<float> random_values(size_t n, float scale, uint32_t seed) { return test::randn(n, seed, scale); }
 
 Buffer device_copy(Context& ctx, const std::vector<float>& v) {
   Buffer b(ctx, v.size() * sizeof(float));
@@ -80,17 +76,12 @@ TEST(Vulkan, MatmulF32MatchesTheReference) {
     ops.matmul_f32(bx, bw, by, m, n, k, /*accumulate=*/false);
     std::vector<float> got(want.size());
     by.download(std::span<float>(got));
-    float scale = 1, diff = 0;
-    for (size_t i = 0; i < got.size(); ++i) {
-      diff = std::max(diff, std::abs(got[i] - want[i]));
-      scale = std::max(scale, std::abs(want[i]));
-    }
-    EXPECT_LT(diff / scale, 1e-5f);
+    EXPECT_LT(test::max_relative_error(got, want), 1e-5f);
     ops.matmul_f32(bx, bw, by, m, n, k, /*accumulate=*/true);  // base was overwritten: y = 2 · x·Wᵀ now
     by.download(std::span<float>(got));
-    diff = 0;
-    for (size_t i = 0; i < got.size(); ++i) diff = std::max(diff, std::abs(got[i] - 2 * want[i]));
-    EXPECT_LT(diff / scale, 2e-5f);
+    std::vector<float> twice = want;
+    for (float& t : twice) t *= 2;
+    EXPECT_LT(test::max_relative_error(got, twice), 1e-5f);  // no looser than 2e-5 of one product's scale
     ++checked;
   }
   EXPECT_EQ(checked, 4);
@@ -135,15 +126,6 @@ TEST(Vulkan, TokenStatsMatchTheHostsDoubleReference) {
   EXPECT_EQ(got.argmax[5], 999u);
 }
 
-float max_relative(const std::vector<float>& got, const std::vector<float>& want) {
-  float diff = 0, scale = 1;
-  for (size_t i = 0; i < got.size(); ++i) {
-    diff = std::max(diff, std::abs(got[i] - want[i]));
-    scale = std::max(scale, std::abs(want[i]));
-  }
-  return diff / scale;
-}
-
 std::vector<float> download(const Buffer& b, size_t n) {
   std::vector<float> v(n);
   b.download(std::span<float>(v));
@@ -160,7 +142,7 @@ TEST(Vulkan, RmsNormAndSiluMulMatchTheReference) {
   ref::rms_norm(x.data(), w.data(), rows, dim, 1e-6f, want.data());
   Buffer bx = device_copy(ctx, x), bw = device_copy(ctx, w), out(ctx, x.size() * sizeof(float));
   ops.rms_norm(bx, bw, out, rows, dim, 1e-6f);
-  EXPECT_LT(max_relative(download(out, x.size()), want), 1e-5f);
+  EXPECT_LT(test::max_relative_error(download(out, x.size()), want), 1e-5f);
 
   const uint32_t n = 1000;
   const auto gate = random_values(n, 3.0f, 3), up = random_values(n, 1.0f, 4);
@@ -168,7 +150,7 @@ TEST(Vulkan, RmsNormAndSiluMulMatchTheReference) {
   want.resize(n);
   Buffer bg = device_copy(ctx, gate), bu = device_copy(ctx, up), bo(ctx, n * sizeof(float));
   ops.silu_mul(bg, bu, bo, n);
-  EXPECT_LT(max_relative(download(bo, n), want), 1e-5f);
+  EXPECT_LT(test::max_relative_error(download(bo, n), want), 1e-5f);
 }
 
 // Full and partial rotation (LLaDA2's rotary_dim < head_dim), positions far out (angles from double tables).
@@ -185,7 +167,7 @@ TEST(Vulkan, RopeNeoxMatchesTheReference) {
     ref::rope_neox(want.data(), rows, heads, head_dim, positions.data(), 10000.0, rotary);
     Buffer bx = device_copy(ctx, x);
     ops.rope_neox(bx, rows, heads, head_dim, positions, 10000.0, rotary);
-    EXPECT_LT(max_relative(download(bx, x.size()), want), 1e-5f) << "rotary_dim " << rotary;
+    EXPECT_LT(test::max_relative_error(download(bx, x.size()), want), 1e-5f) << "rotary_dim " << rotary;
     ++checked;
   }
   EXPECT_EQ(checked, 2);
@@ -221,7 +203,7 @@ TEST(Vulkan, AttentionMatchesTheReference) {
     Buffer out(ctx, q.size() * sizeof(float));
     ops.attention(bq, bk, bv, valid, out, c.batch, c.q_len, c.kv_len, c.heads, c.kv_heads, c.head_dim, c.block,
                   c.q_offset);
-    EXPECT_LT(max_relative(download(out, q.size()), want), 1e-5f);
+    EXPECT_LT(test::max_relative_error(download(out, q.size()), want), 1e-5f);
     ++checked;
   }
   EXPECT_EQ(checked, 3);
