@@ -59,6 +59,10 @@ enum class WeightLayout {
   kMapped,                // never reordered: the resident size stays the file's pages
 };
 
+// Where a model's forward runs (src/backend): the CPU, or a Vulkan device (GPUs of every vendor; Mesa's
+// lavapipe on a CPU).
+enum class BackendKind { kCpu, kVulkan };
+
 struct LoadOptions {
   Precision precision = Precision::kAuto;
   int threads = 0;  // 0 = all cores
@@ -67,6 +71,8 @@ struct LoadOptions {
   ExpertPacking experts = ExpertPacking::kOnFirstUse;
   // Plain (F32 / BF16) GGUF matrices that the compute type multiplies as stored (WeightLayout).
   WeightLayout layout = WeightLayout::kMappedThenBackground;
+  BackendKind backend = BackendKind::kCpu;
+  int device = 0;  // the Vulkan device's index (`dllm devices`)
 };
 
 struct ModelInfo {

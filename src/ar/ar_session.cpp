@@ -35,10 +35,7 @@ std::vector<float> ArSession::advance(std::span<const int32_t> tokens, int64_t l
 void ArSession::truncate(int64_t length) {
   if (length < 0 || length > cache_.seq_len)
     fail("autoregressive decoding: cannot truncate ", cache_.seq_len, " cached tokens to ", length);
-  for (auto* layers : {&cache_.k, &cache_.v})
-    for (auto& t : *layers) t.resize(static_cast<size_t>(length * cache_.kv_dim));
-  cache_.seq_len = length;
-  cache_.valid.assign(static_cast<size_t>(length), 1);
+  cache_.truncate(length);
 }
 
 }  // namespace dllm

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "dllm/dllm.h"
@@ -15,6 +16,7 @@ class KvCache {
   bool empty() const { return seq_len == 0; }
   void clear() {
     batch = seq_len = kv_dim = 0;
+    device.reset();
     k.clear();
     v.clear();
     valid.clear();
@@ -26,6 +28,15 @@ class KvCache {
     k.assign(static_cast<size_t>(layers), std::vector<float>(static_cast<size_t>(rows * len * dim)));
     v.assign(static_cast<size_t>(layers), std::vector<float>(static_cast<size_t>(rows * len * dim)));
     valid.assign(static_cast<size_t>(rows * len), 1);
+    device.reset();
+  }
+  // Keeps the first `length` positions (batch 1): the rest of k / v (or of the device's copy) is forgotten.
+  void truncate(int64_t length) {
+    if (!device)
+      for (auto* layers : {&k, &v})
+        for (auto& t : *layers) t.resize(static_cast<size_t>(length * kv_dim));
+    seq_len = length;
+    valid.assign(static_cast<size_t>(length), 1);
   }
   size_t bytes() const {
     size_t n = valid.size();
@@ -37,6 +48,9 @@ class KvCache {
   int64_t batch = 0, seq_len = 0, kv_dim = 0;
   std::vector<std::vector<float>> k, v;  // [layer][batch * seq_len * kv_dim]
   std::vector<uint8_t> valid;            // [batch * seq_len], 0 = padding
+  // Set where a device backend holds the keys and values instead (k and v then stay empty): its own record of
+  // them (src/backend/vulkan). The numbers above stay the host's.
+  std::shared_ptr<void> device;
 };
 
 }  // namespace dllm

@@ -37,6 +37,15 @@ void f16_rows_to_blocked(const uint16_t* rows, int64_t n, int64_t k, uint16_t* o
   }
 }
 
+void f16_blocked_to_rows(const uint16_t* blocked, int64_t n, int64_t k, uint16_t* rows) {
+  const int64_t kp = f16_blocked_k(k);
+  for (int64_t r = 0; r < n; ++r) {
+    const uint16_t* block = blocked + (r / kF16BlockColumns) * kp * kF16BlockColumns;
+    const int64_t c = r % kF16BlockColumns;
+    for (int64_t i = 0; i < k; ++i) rows[r * k + i] = block[i * kF16BlockColumns + c];
+  }
+}
+
 namespace {
 
 // Only called where cpuid says the CPU has AVX-512F. Internal linkage, no library templates instantiated

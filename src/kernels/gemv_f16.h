@@ -32,6 +32,9 @@ int64_t f16_blocked_values(int64_t n, int64_t k);
 // halves; padding columns zero).
 void f16_rows_to_blocked(const uint16_t* rows, int64_t n, int64_t k, uint16_t* out);
 
+// The inverse: the blocked layout back to row-major [n, k] f16 rows (a device backend's copy of the weight).
+void f16_blocked_to_rows(const uint16_t* blocked, int64_t n, int64_t k, uint16_t* rows);
+
 // x: rows x k f32 activations, row-major. w: the blocked weight. y: rows x n f32, row-major; only its n real
 // columns are written (added to when `accumulate`).
 void gemv_f16_blocked(const float* x, int64_t rows, const uint16_t* w, int64_t n, int64_t k, float* y,

@@ -323,6 +323,30 @@ Linear::~Linear() = default;
 Linear::Linear(Linear&&) noexcept = default;
 Linear& Linear::operator=(Linear&&) noexcept = default;
 
+DType Linear::export_rows(std::vector<uint8_t>& out) const {
+  if (!impl_) fail("Linear: export_rows on an empty weight");
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  const Impl& im = *impl_;
+  const auto count = static_cast<size_t>(out_ * in_);
+  if (im.f16_blocked) {
+    out.resize(count * sizeof(uint16_t));
+    f16_blocked_to_rows(im.f16_blocked, out_, in_, reinterpret_cast<uint16_t*>(out.data()));
+    return DType::kF16;
+  }
+  if (im.plain) {
+    out.resize(count * dtype_size(im.storage));
+    std::memcpy(out.data(), im.weight_rows(), out.size());
+    return im.storage;
+  }
+  // oneDNN's [K, N] in whatever layout it chose: reordered into "ba", which is the [N, K] rows.
+  const DT dt = im.weight_md.data_type();
+  out.resize(count * (dt == DT::f32 ? sizeof(float) : sizeof(uint16_t)));
+  memory rows({{in_, out_}, dt, Tag::ba}, onednn_engine(), out.data());
+  dnnl::reorder(im.weight, rows).execute(onednn_stream(), const_cast<memory&>(im.weight), rows);
+  onednn_stream().wait();
+  return dt == DT::f32 ? DType::kF32 : DType::kBF16;
+}
+
 bool Linear::weight_in_place() const {
   if (!impl_) return false;
   std::lock_guard<std::mutex> lock(impl_->mutex);

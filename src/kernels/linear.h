@@ -60,6 +60,9 @@ class Linear {
   // nothing to do).
   size_t prepare() const;
   bool preparable() const;  // in place, on oneDNN, not yet prepared
+  // The weight as [out, in] row-major values of the type it is held in (F32, BF16 or F16) into `out`, from
+  // whichever layout it is in now: a device backend's copy, made once.
+  DType export_rows(std::vector<uint8_t>& out) const;
   // Products of up to kGemvBf16MaxRows rows run on gemv_bf16_blocked (bf16 weights in oneDNN's BA16a64b2a
   // layout on an AVX512_BF16 CPU) instead of oneDNN's matmul, or (f16 weights) on gemm_small_m.
   bool few_rows_on_gemv() const;

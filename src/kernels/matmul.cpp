@@ -118,6 +118,15 @@ std::string MatMul::runs_as() const {
   return lower(packed()->type()) + " blocks in 16-row panels, int8 products";
 }
 
+DType MatMul::export_rows(std::vector<uint8_t>& out) const {
+  if (const auto* linear = std::get_if<Linear>(&impl_)) return linear->export_rows(out);
+  const int64_t n = out_features(), k = in_features();
+  out.resize(static_cast<size_t>(n * k) * sizeof(float));
+  auto* values = reinterpret_cast<float*>(out.data());
+  for (int64_t r = 0; r < n; ++r) dequantize_row(r, values + r * k);
+  return DType::kF32;
+}
+
 void MatMul::dequantize_row(int64_t row, float* out) const {
   if (std::holds_alternative<Linear>(impl_)) fail("MatMul: dequantize_row on plain f32/bf16 weights");
   std::visit(

@@ -48,6 +48,9 @@ class MatMul {
                                   std::span<float* const> ys, bool accumulate, int thread, int threads);
   // Row `row` of W as f32 (an embedding lookup in a quantized table); fails for a Linear.
   void dequantize_row(int64_t row, float* out) const;
+  // The weight for a device backend's copy, as [out, in] row-major values into `out`: a Linear's in the type it
+  // holds (F32 / BF16 / F16), quantized ones dequantised to F32. Returns the type.
+  DType export_rows(std::vector<uint8_t>& out) const;
   // Another MatMul over the same quantized weights (a tied head and its embedding table); fails for a Linear.
   MatMul share() const;
   bool same_weights(const MatMul& other) const;  // both share one quantized object

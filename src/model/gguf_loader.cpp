@@ -548,7 +548,11 @@ std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
 
   m.n_params = count_params(*fam, c);
   auto model = std::make_shared<Transformer>(std::move(c), nullptr, std::move(w));
-  if (options.layout == WeightLayout::kMappedThenBackground) model->prepare_weights_in_background();
+  if (options.backend != BackendKind::kCpu) {
+    model->set_backend(make_backend(options.backend, options.device));
+  } else if (options.layout == WeightLayout::kMappedThenBackground) {
+    model->prepare_weights_in_background();
+  }
   return model;
 }
 

@@ -108,7 +108,11 @@ std::shared_ptr<Model> load_hf(const Family& family, std::unique_ptr<Checkpoint>
 
   m.n_params = count_params(family, c);
   auto model = std::make_shared<Transformer>(std::move(c), std::move(ckpt), std::move(w));
-  if (options.layout == WeightLayout::kMappedThenBackground) model->prepare_weights_in_background();
+  if (options.backend != BackendKind::kCpu) {
+    model->set_backend(make_backend(options.backend, options.device));
+  } else if (options.layout == WeightLayout::kMappedThenBackground) {
+    model->prepare_weights_in_background();
+  }
   return model;
 }
 

@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "core/spin_barrier.h"
 #include "kernels/profile.h"
+#include "model/moe_routing.h"
 
 namespace dllm {
 
@@ -25,7 +26,9 @@ Transformer::Transformer(TransformerConfig config, std::unique_ptr<Checkpoint> c
       checkpoint_(std::move(checkpoint)),
       weights_(std::move(weights)),
       rope_(config_.rotary_dim > 0 ? config_.rotary_dim : config_.info.head_dim, config_.rope_theta, 512,
-            config_.rope_freq_factors) {}
+            config_.rope_freq_factors),
+      backend_(make_backend(BackendKind::kCpu)) {}
+
 
 void Transformer::embed(std::span<const int32_t> tokens, float* out) const {
   const int64_t d = config_.info.d_model;
@@ -60,6 +63,22 @@ void for_each_matrix(const TransformerWeights& w, F&& f) {
   f(w.head);
 }
 }  // namespace
+
+void Transformer::set_backend(std::unique_ptr<Backend> backend) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  size_t bytes = 0;
+  for_each_matrix(weights_, [&](const MatMul& m) { bytes += backend->bytes_to_hold(m); });
+  for (const LayerWeights& L : weights_.layers)
+    for (const auto* v : {&L.attn_norm, &L.ffn_norm, &L.q_bias, &L.k_bias, &L.v_bias, &L.q_norm, &L.k_norm})
+      bytes += v->size() * sizeof(float);
+  backend->reserve(bytes + weights_.final_norm.size() * sizeof(float));
+  for_each_matrix(weights_, [&](const MatMul& m) { backend->hold(m); });
+  for (const LayerWeights& L : weights_.layers)
+    for (const auto* v : {&L.attn_norm, &L.ffn_norm, &L.q_bias, &L.k_bias, &L.v_bias, &L.q_norm, &L.k_norm})
+      if (!v->empty()) backend->hold(*v);
+  backend->hold(weights_.final_norm);
+  backend_ = std::move(backend);
+}
 
 Transformer::~Transformer() {
   stop_preparing_ = true;
@@ -276,17 +295,13 @@ std::vector<float> Transformer::run(const ForwardInput& input) {
   }
 
   std::lock_guard<std::mutex> lock(mutex_);
+  Backend& B = *backend_;
   const int64_t n = batch * seq, d = mi.d_model, hd = mi.head_dim;
   const int64_t q_dim = mi.n_heads * hd, kv_dim = mi.n_kv_heads * hd, ffn = mi.ffn_hidden;
-  x_.resize(n * d);
-  h_.resize(n * d);
-  q_.resize(n * q_dim);
-  k_.resize(n * kv_dim);
-  v_.resize(n * kv_dim);
-  att_.resize(n * q_dim);
-  const int64_t widest_ffn = std::max(ffn, config_.moe.expert_ffn * std::max<int64_t>(1, config_.moe.shared));
-  gate_.resize(n * widest_ffn);
-  up_.resize(n * widest_ffn);
+  using Slot = Backend::Slot;
+  const Tensor x = B.activation(Slot::kX, n, d), h = B.activation(Slot::kH, n, d);
+  const Tensor q = B.activation(Slot::kQ, n, q_dim), k = B.activation(Slot::kK, n, kv_dim),
+               v = B.activation(Slot::kV, n, kv_dim), att = B.activation(Slot::kAtt, n, q_dim);
 
   std::vector<int64_t> positions(n);
   if (!input.positions.empty()) {
@@ -307,85 +322,99 @@ std::vector<float> Transformer::run(const ForwardInput& input) {
                          cache->valid.begin() + b * cache->seq_len + offset + seq);
   }
   const bool any_invalid = std::find(query_valid.begin(), query_valid.end(), 0) != query_valid.end();
+  const int64_t n_layers = static_cast<int64_t>(weights_.layers.size());
   if (op == CacheOp::kStore) {
-    cache->reset(static_cast<int64_t>(weights_.layers.size()), batch, seq, kv_dim);
+    B.kv_reset(*cache, n_layers, batch, seq, kv_dim);
     if (!query_valid.empty()) cache->valid = query_valid;
   }
-  const int64_t n_layers = static_cast<int64_t>(weights_.layers.size());
-  if (op == CacheOp::kExtend && cache->empty()) cache->reset(n_layers, 1, 0, kv_dim);
-  const uint8_t* key_valid = nullptr;
+  if (op == CacheOp::kExtend && cache->empty()) B.kv_reset(*cache, n_layers, 1, 0, kv_dim);
+  std::span<const uint8_t> key_valid;
   if (op == CacheOp::kReuse) {
-    if (std::find(cache->valid.begin(), cache->valid.end(), 0) != cache->valid.end())
-      key_valid = cache->valid.data();
+    if (std::find(cache->valid.begin(), cache->valid.end(), 0) != cache->valid.end()) key_valid = cache->valid;
   } else if (any_invalid) {
-    key_valid = query_valid.data();
+    key_valid = query_valid;
   }
 
-  auto record = [&](const float* src) {
-    if (input.hidden_states) input.hidden_states->emplace_back(src, src + seq * d);  // row 0
+  std::vector<float> staging;
+  auto record = [&](const Tensor& t) {  // row 0
+    if (!input.hidden_states) return;
+    input.hidden_states->emplace_back(static_cast<size_t>(seq * d));
+    B.read(t, 0, seq, input.hidden_states->back().data());
   };
   if (input.hidden_states) input.hidden_states->clear();
 
-  embed(input.tokens, x_.data());
-  record(x_.data());
-  if (token_in_one_region_ && op == CacheOp::kExtend && n <= MatMul::kShareRows && !input.hidden_states &&
-      !any_invalid && omp_get_max_threads() > 1 && !omp_in_parallel() && token_in_one_region_possible()) {
-    auto logits = run_token(n, positions.data(), *cache, offset, input.cache_append, input.attention_block,
-                            input.logits_from, logits_end(input));
+  // The embedding table stays on the host (as llama.cpp keeps token_embd): n rows are looked up here and
+  // written to the backend, the table itself never copied to a device.
+  float* embedded = B.host(x);
+  if (!embedded) {
+    staging.resize(static_cast<size_t>(n * d));
+    embedded = staging.data();
+  }
+  embed(input.tokens, embedded);
+  B.begin({positions, &rope_, key_valid, any_invalid ? std::span<const uint8_t>(query_valid) : std::span<const uint8_t>()});
+  struct Abandon {  // a forward that throws leaves no half-recorded work behind
+    Backend& b;
+    bool done = false;
+    ~Abandon() {
+      if (!done) b.abandon();
+    }
+  } abandon{B};
+  B.write(x, embedded);
+  record(x);
+  if (B.kind() == BackendKind::kCpu && token_in_one_region_ && op == CacheOp::kExtend &&
+      n <= MatMul::kShareRows && !input.hidden_states && !any_invalid && omp_get_max_threads() > 1 &&
+      !omp_in_parallel() && token_in_one_region_possible()) {
+    const TokenScratch scratch{B.host(x),   B.host(h),   B.host(q),
+                               B.host(k),   B.host(v),   B.host(att),
+                               B.host(B.activation(Slot::kGate, n, ffn)), B.host(B.activation(Slot::kUp, n, ffn))};
+    auto logits = run_token(scratch, n, positions.data(), *cache, offset, input.cache_append,
+                            input.attention_block, input.logits_from, logits_end(input));
     cache->seq_len = offset + input.cache_append;
     cache->valid.assign(static_cast<size_t>(cache->seq_len), 1);
     ++forwards_in_one_region_;
+    abandon.done = true;
     return logits;
   }
-  for (size_t l = 0; l < weights_.layers.size(); ++l) {
-    const LayerWeights& w = weights_.layers[l];
-    rms_norm(x_.data(), w.attn_norm.data(), n, d, config_.rms_eps, h_.data());
-    multiply_group(MatmulRole::kQkv, {&w.q, &w.k, &w.v}, h_.data(), n, {q_.data(), k_.data(), v_.data()});
+  for (int64_t l = 0; l < n_layers; ++l) {
+    const LayerWeights& w = weights_.layers[static_cast<size_t>(l)];
+    B.rms_norm(x, w.attn_norm, config_.rms_eps, h);
+    multiply_group(MatmulRole::kQkv, {&w.q, &w.k, &w.v}, h, {q, k, v});
     if (config_.qkv_bias) {
-      add_bias(q_.data(), w.q_bias.data(), n, q_dim);
-      add_bias(k_.data(), w.k_bias.data(), n, kv_dim);
-      add_bias(v_.data(), w.v_bias.data(), n, kv_dim);
+      B.add_bias(q, w.q_bias);
+      B.add_bias(k, w.k_bias);
+      B.add_bias(v, w.v_bias);
     }
     if (config_.qk_norm) {
-      rms_norm(q_.data(), w.q_norm.data(), n * mi.n_heads, hd, config_.rms_eps, q_.data());
-      rms_norm(k_.data(), w.k_norm.data(), n * mi.n_kv_heads, hd, config_.rms_eps, k_.data());
+      B.rms_norm(q.as(n * mi.n_heads, hd), w.q_norm, config_.rms_eps, q.as(n * mi.n_heads, hd));
+      B.rms_norm(k.as(n * mi.n_kv_heads, hd), w.k_norm, config_.rms_eps, k.as(n * mi.n_kv_heads, hd));
     }
-    rope_neox(q_.data(), n, mi.n_heads, positions.data(), rope_, hd);
-    rope_neox(k_.data(), n, mi.n_kv_heads, positions.data(), rope_, hd);
-    const int64_t block = input.attention_block;
+    B.rope(q, mi.n_heads);
+    B.rope(k, mi.n_kv_heads);
+    AttentionShape shape{batch, seq, seq, mi.n_heads, mi.n_kv_heads, hd, input.attention_block, 0};
     if (op == CacheOp::kNone) {
-      attention(q_.data(), k_.data(), v_.data(), batch, seq, seq, mi.n_heads, mi.n_kv_heads, hd, key_valid,
-                att_.data(), block);
+      B.attention(q, k, v, shape, att);
     } else if (op == CacheOp::kExtend) {
       // Append this call's keys/values, attend over cache + call, then keep only the cache_append leading
       // ones.
-      std::vector<float>& ck = cache->k[l];
-      std::vector<float>& cv = cache->v[l];
-      ck.insert(ck.end(), k_.begin(), k_.begin() + seq * kv_dim);
-      cv.insert(cv.end(), v_.begin(), v_.begin() + seq * kv_dim);
-      attention(q_.data(), ck.data(), cv.data(), 1, seq, offset + seq, mi.n_heads, mi.n_kv_heads, hd, nullptr,
-                att_.data(), block, offset);
-      ck.resize(static_cast<size_t>((offset + input.cache_append) * kv_dim));
-      cv.resize(ck.size());
+      B.kv_write(*cache, l, k, v, 1, seq, offset);
+      shape.kv_len = offset + seq;
+      shape.q_offset = offset;
+      B.attention(q, B.kv_keys(*cache, l, offset + seq), B.kv_values(*cache, l, offset + seq), shape, att);
+      B.kv_truncate(*cache, l, offset + input.cache_append);
     } else {
       // kStore writes every position; kReuse overwrites its range and attends over the whole cached rows.
-      float* ck = cache->k[l].data();
-      float* cv = cache->v[l].data();
+      B.kv_write(*cache, l, k, v, batch, seq, offset);
       const int64_t len = cache->seq_len;
-      for (int64_t b = 0; b < batch; ++b) {
-        std::copy_n(k_.data() + b * seq * kv_dim, seq * kv_dim, ck + (b * len + offset) * kv_dim);
-        std::copy_n(v_.data() + b * seq * kv_dim, seq * kv_dim, cv + (b * len + offset) * kv_dim);
-      }
-      attention(q_.data(), ck, cv, batch, seq, len, mi.n_heads, mi.n_kv_heads, hd, key_valid, att_.data());
+      shape.kv_len = len;
+      shape.block = 0;
+      B.attention(q, B.kv_keys(*cache, l, batch * len), B.kv_values(*cache, l, batch * len), shape, att);
     }
-    if (any_invalid)
-      for (int64_t r = 0; r < n; ++r)
-        if (!query_valid[r]) std::fill_n(att_.data() + r * q_dim, q_dim, 0.0f);
-    multiply(MatmulRole::kOut, w.o, att_.data(), n, x_.data(), /*accumulate=*/true);
+    if (any_invalid) B.zero_invalid_rows(att);
+    multiply(MatmulRole::kOut, w.o, att, x, /*accumulate=*/true);
 
-    rms_norm(x_.data(), w.ffn_norm.data(), n, d, config_.rms_eps, h_.data());
-    feed_forward(w, n, x_.data());
-    if (l + 1 < weights_.layers.size()) record(x_.data());
+    B.rms_norm(x, w.ffn_norm, config_.rms_eps, h);
+    feed_forward(w, n, x, h);
+    if (l + 1 < n_layers) record(x);
   }
   if (op == CacheOp::kExtend) {
     cache->seq_len = offset + input.cache_append;
@@ -394,18 +423,24 @@ std::vector<float> Transformer::run(const ForwardInput& input) {
 
   // Final norm and head only for the positions whose logits are wanted.
   const int64_t keep = logits_end(input) - input.logits_from;
-  std::vector<float> normed(batch * keep * d);
-  for (int64_t b = 0; b < batch; ++b)
-    rms_norm(x_.data() + (b * seq + input.logits_from) * d, weights_.final_norm.data(), keep, d,
-             config_.rms_eps, normed.data() + b * keep * d);
-  if (input.hidden_states) {
-    std::vector<float> all(seq * d);
-    rms_norm(x_.data(), weights_.final_norm.data(), seq, d, config_.rms_eps, all.data());
-    record(all.data());
+  Tensor kept = x;
+  if (keep != seq) {
+    kept = B.activation(Slot::kRows, batch * keep, d);
+    for (int64_t b = 0; b < batch; ++b) B.copy_rows(x, b * seq + input.logits_from, kept, b * keep, keep);
   }
+  const Tensor normed = B.activation(Slot::kNormed, batch * keep, d);
+  B.rms_norm(kept, weights_.final_norm, config_.rms_eps, normed);
+  if (input.hidden_states) {
+    const Tensor all = B.activation(Slot::kRows, seq, d);
+    B.rms_norm(x.as(n, d), weights_.final_norm, config_.rms_eps, all);
+    record(all);
+  }
+  const Tensor logits_t = B.activation(Slot::kLogits, batch * keep, mi.vocab_size);
+  multiply(MatmulRole::kHead, weights_.head, normed, logits_t, /*accumulate=*/false);
   std::vector<float> logits(static_cast<size_t>(batch * keep * mi.vocab_size));
-  multiply(MatmulRole::kHead, weights_.head, normed.data(), batch * keep, logits.data(),
-           /*accumulate=*/false);
+  B.read(logits_t, 0, batch * keep, logits.data());
+  B.finish();
+  abandon.done = true;
   return logits;
 }
 
@@ -431,9 +466,9 @@ bool Transformer::token_in_one_region_possible() const {
   return possible;
 }
 
-std::vector<float> Transformer::run_token(int64_t n, const int64_t* positions, KvCache& cache, int64_t offset,
-                                          int64_t cache_append, int64_t block, int64_t keep_from,
-                                          int64_t keep_to) {
+std::vector<float> Transformer::run_token(const TokenScratch& s, int64_t n, const int64_t* positions,
+                                          KvCache& cache, int64_t offset, int64_t cache_append, int64_t block,
+                                          int64_t keep_from, int64_t keep_to) {
   const ModelInfo& mi = config_.info;
   const int64_t d = mi.d_model, hd = mi.head_dim, ffn = mi.ffn_hidden;
   const int64_t q_dim = mi.n_heads * hd, kv_dim = mi.n_kv_heads * hd, keep = keep_to - keep_from;
@@ -472,46 +507,46 @@ std::vector<float> Transformer::run_token(int64_t n, const int64_t* positions, K
       const size_t l = static_cast<size_t>(&w - weights_.layers.data());
       std::vector<float>& ck = cache.k[l];
       std::vector<float>& cv = cache.v[l];
-      if (t == 0) rms_norm(x_.data(), w.attn_norm.data(), n, d, eps, h_.data());
+      if (t == 0) rms_norm(s.x, w.attn_norm.data(), n, d, eps, s.h);
       done(KernelKind::kNorm);
-      multiply_share(MatmulRole::kQkv, {&w.q, &w.k, &w.v}, h_.data(), n, {q_.data(), k_.data(), v_.data()},
+      multiply_share(MatmulRole::kQkv, {&w.q, &w.k, &w.v}, s.h, n, {s.q, s.k, s.v},
                      false);
       if (t == 0) {  // biases, q/k norms, RoPE and the cache append: counted as rope
         if (config_.qkv_bias) {
-          add_bias(q_.data(), w.q_bias.data(), n, q_dim);
-          add_bias(k_.data(), w.k_bias.data(), n, kv_dim);
-          add_bias(v_.data(), w.v_bias.data(), n, kv_dim);
+          add_bias(s.q, w.q_bias.data(), n, q_dim);
+          add_bias(s.k, w.k_bias.data(), n, kv_dim);
+          add_bias(s.v, w.v_bias.data(), n, kv_dim);
         }
         if (config_.qk_norm) {
-          rms_norm(q_.data(), w.q_norm.data(), n * mi.n_heads, hd, eps, q_.data());
-          rms_norm(k_.data(), w.k_norm.data(), n * mi.n_kv_heads, hd, eps, k_.data());
+          rms_norm(s.q, w.q_norm.data(), n * mi.n_heads, hd, eps, s.q);
+          rms_norm(s.k, w.k_norm.data(), n * mi.n_kv_heads, hd, eps, s.k);
         }
-        rope_neox(q_.data(), n, mi.n_heads, positions, rope_, hd);
-        rope_neox(k_.data(), n, mi.n_kv_heads, positions, rope_, hd);
-        ck.insert(ck.end(), k_.begin(), k_.begin() + n * kv_dim);
-        cv.insert(cv.end(), v_.begin(), v_.begin() + n * kv_dim);
+        rope_neox(s.q, n, mi.n_heads, positions, rope_, hd);
+        rope_neox(s.k, n, mi.n_kv_heads, positions, rope_, hd);
+        ck.insert(ck.end(), s.k, s.k + n * kv_dim);
+        cv.insert(cv.end(), s.v, s.v + n * kv_dim);
       }
       done(KernelKind::kRope);
-      attention_heads(q_.data(), ck.data(), cv.data(), 1, n, offset + n, mi.n_heads, mi.n_kv_heads, hd,
-                      nullptr, att_.data(), block, offset, t * mi.n_heads / threads,
+      attention_heads(s.q, ck.data(), cv.data(), 1, n, offset + n, mi.n_heads, mi.n_kv_heads, hd,
+                      nullptr, s.att, block, offset, t * mi.n_heads / threads,
                       (t + 1) * mi.n_heads / threads);
       done(KernelKind::kAttention);
-      multiply_share(MatmulRole::kOut, {&w.o}, att_.data(), n, {x_.data()}, true);
+      multiply_share(MatmulRole::kOut, {&w.o}, s.att, n, {s.x}, true);
       if (t == 0) {
         ck.resize(static_cast<size_t>((offset + cache_append) * kv_dim));
         cv.resize(ck.size());
-        rms_norm(x_.data(), w.ffn_norm.data(), n, d, eps, h_.data());
+        rms_norm(s.x, w.ffn_norm.data(), n, d, eps, s.h);
       }
       done(KernelKind::kNorm);
-      multiply_share(MatmulRole::kGateUp, {&w.gate, &w.up}, h_.data(), n, {gate_.data(), up_.data()}, false);
+      multiply_share(MatmulRole::kGateUp, {&w.gate, &w.up}, s.h, n, {s.gate, s.up}, false);
       // Split at multiples of 8: silu_mul's vector lanes and scalar tail then fall as in one call.
       const int64_t total = n * ffn, begin = t * total / threads / 8 * 8;
       const int64_t end = t + 1 == threads ? total : (t + 1) * total / threads / 8 * 8;
-      silu_mul(gate_.data() + begin, up_.data() + begin, end - begin, gate_.data() + begin);
+      silu_mul(s.gate + begin, s.up + begin, end - begin, s.gate + begin);
       done(KernelKind::kActivation);
-      multiply_share(MatmulRole::kDown, {&w.down}, gate_.data(), n, {x_.data()}, true);
+      multiply_share(MatmulRole::kDown, {&w.down}, s.gate, n, {s.x}, true);
     }
-    if (t == 0) rms_norm(x_.data() + keep_from * d, weights_.final_norm.data(), keep, d, eps, normed.data());
+    if (t == 0) rms_norm(s.x + keep_from * d, weights_.final_norm.data(), keep, d, eps, normed.data());
     done(KernelKind::kNorm);
     multiply_share(MatmulRole::kHead, {&weights_.head}, normed.data(), keep, {logits.data()}, false);
   }
@@ -523,16 +558,15 @@ const char* Transformer::matmul_role_name(MatmulRole role) {
   return kNames[static_cast<int>(role)];
 }
 
-void Transformer::multiply(MatmulRole role, const MatMul& w, const float* x, int64_t n, float* y,
-                           bool accumulate) {
+void Transformer::multiply(MatmulRole role, const MatMul& w, const Tensor& x, const Tensor& y, bool accumulate) {
   const MatMul* ws[] = {&w};
-  timed(role, ws, [&] { w.forward(x, n, y, accumulate); });
+  timed(role, ws, [&] { backend_->matmul(w, x, y, accumulate); });
 }
 
-void Transformer::multiply_group(MatmulRole role, std::initializer_list<const MatMul*> ws, const float* x,
-                                 int64_t n, std::initializer_list<float*> ys) {
+void Transformer::multiply_group(MatmulRole role, std::initializer_list<const MatMul*> ws, const Tensor& x,
+                                 std::initializer_list<Tensor> ys) {
   const std::span<const MatMul* const> matrices(ws.begin(), ws.size());
-  timed(role, matrices, [&] { MatMul::forward_group(matrices, x, n, {ys.begin(), ys.size()}); });
+  timed(role, matrices, [&] { backend_->matmul_group(matrices, x, {ys.begin(), ys.size()}); });
 }
 
 template <class F>
@@ -545,160 +579,70 @@ void Transformer::timed(MatmulRole role, std::span<const MatMul* const> ws, F&& 
   for (const MatMul* w : ws) role_stats_.bytes[r] += static_cast<double>(w->weight_bytes());
 }
 
-void Transformer::feed_forward(const LayerWeights& w, int64_t n, float* x) {
-  if (w.moe) return mixture_of_experts(*w.moe, n, x);
+void Transformer::feed_forward(const LayerWeights& w, int64_t n, const Tensor& x, const Tensor& h) {
+  if (w.moe) return mixture_of_experts(*w.moe, n, x, h);
   const int64_t ffn = w.gate.out_features();
-  multiply_group(MatmulRole::kGateUp, {&w.gate, &w.up}, h_.data(), n, {gate_.data(), up_.data()});
-  silu_mul(gate_.data(), up_.data(), n * ffn, gate_.data());
-  multiply(MatmulRole::kDown, w.down, gate_.data(), n, x, /*accumulate=*/true);
+  const Tensor gate = backend_->activation(Backend::Slot::kGate, n, ffn),
+               up = backend_->activation(Backend::Slot::kUp, n, ffn);
+  multiply_group(MatmulRole::kGateUp, {&w.gate, &w.up}, h, {gate, up});
+  backend_->silu_mul(gate, up, gate);
+  multiply(MatmulRole::kDown, w.down, gate, x, /*accumulate=*/true);
 }
 
-// Routing as LLaDA2MoeGate / Qwen3-MoE do it, in f32: scores from the router logits (sigmoid or softmax), the
-// choice on scores + expert_bias (limited to the best groups, a group scored by its two best experts), the
-// weights from the unbiased scores. Then the tokens are grouped by expert so that each chosen expert runs one
-// matmul over all its tokens, and the weighted outputs are added back per token.
-void Transformer::mixture_of_experts(const MoeWeights& w, int64_t n, float* x) {
+// The router's logits come to the host (n x experts numbers), the choice is made there (route_tokens), and
+// the backend runs each chosen expert over its rows: y = Σ weight · expert(h) + shared(h), then x += y (the
+// reference's order of the sums).
+void Transformer::mixture_of_experts(const MoeWeights& w, int64_t n, const Tensor& x, const Tensor& h) {
+  Backend& B = *backend_;
   const TransformerConfig::Moe& cfg = config_.moe;
-  const int64_t d = config_.info.d_model, E = cfg.experts, K = cfg.used;
+  const int64_t d = config_.info.d_model, E = cfg.experts;
+  const Tensor router = B.activation(Backend::Slot::kRouter, n, E);
+  B.matmul(w.router, h, router, /*accumulate=*/false);
   router_.resize(static_cast<size_t>(n * E));
-  w.router.forward(h_.data(), n, router_.data());
+  B.read(router, 0, n, router_.data());
+  const auto by_expert = route_tokens(cfg, w.expert_bias, router_.data(), n);
 
-  const bool sigmoid = cfg.gating == TransformerConfig::Moe::Gating::kSigmoid;
-  std::vector<std::vector<std::pair<int64_t, float>>> by_expert(static_cast<size_t>(E));  // (token, weight)
-  std::vector<float> score(static_cast<size_t>(E)), choice(static_cast<size_t>(E));
-  std::vector<int64_t> order(static_cast<size_t>(E));
-  std::vector<std::pair<float, int64_t>> group(static_cast<size_t>(cfg.groups));
-  std::vector<uint8_t> keep(static_cast<size_t>(cfg.groups));
-  const int64_t per_group = E / cfg.groups;
-  const float neg_inf = -std::numeric_limits<float>::infinity();
-  auto better = [](float a, int64_t ia, float b, int64_t ib) { return a > b || (a == b && ia < ib); };
-  for (int64_t t = 0; t < n; ++t) {
-    const float* logit = router_.data() + t * E;
-    if (sigmoid) {
-      for (int64_t e = 0; e < E; ++e) score[e] = 1.0f / (1.0f + std::exp(-logit[e]));
-    } else {
-      const float max = *std::max_element(logit, logit + E);
-      float sum = 0;
-      for (int64_t e = 0; e < E; ++e) sum += (score[e] = std::exp(logit[e] - max));
-      for (int64_t e = 0; e < E; ++e) score[e] /= sum;
-    }
-    for (int64_t e = 0; e < E; ++e) choice[e] = score[e] + (w.expert_bias.empty() ? 0.0f : w.expert_bias[e]);
-    if (cfg.groups > 1 && cfg.groups_used < cfg.groups) {
-      for (int64_t g = 0; g < cfg.groups; ++g) {
-        const float* c = choice.data() + g * per_group;
-        float best = neg_inf, second = neg_inf;
-        for (int64_t e = 0; e < per_group; ++e) {
-          if (c[e] > best) {
-            second = best;
-            best = c[e];
-          } else if (c[e] > second) {
-            second = c[e];
-          }
-        }
-        group[g] = {best + second, g};
-      }
-      std::partial_sort(
-          group.begin(), group.begin() + cfg.groups_used, group.end(),
-          [&](const auto& a, const auto& b) { return better(a.first, a.second, b.first, b.second); });
-      std::fill(keep.begin(), keep.end(), 0);
-      for (int64_t g = 0; g < cfg.groups_used; ++g) keep[group[g].second] = 1;
-      for (int64_t e = 0; e < E; ++e)
-        if (!keep[e / per_group]) choice[e] = neg_inf;
-    }
-    std::iota(order.begin(), order.end(), 0);
-    std::partial_sort(order.begin(), order.begin() + K, order.end(),
-                      [&](int64_t a, int64_t b) { return better(choice[a], a, choice[b], b); });
-    float sum = 0;
-    for (int64_t k = 0; k < K; ++k) sum += score[order[k]];
-    // The sigmoid router (LLaDA2MoeGate) normalises whenever it picks more than one expert, with +1e-20.
-    const bool normalize = sigmoid ? K > 1 : cfg.normalize;
-    const float denominator = sigmoid ? sum + 1e-20f : sum;
-    for (int64_t k = 0; k < K; ++k) {
-      const float weight = normalize ? score[order[k]] / denominator : score[order[k]];
-      by_expert[order[k]].emplace_back(t, weight * cfg.routed_scale);
-    }
-  }
-
-  // y = Σ weight · expert(h) + shared(h), then x += y (the reference's order of the sums).
-  // The chosen experts run in parallel, one expert per thread at a time (each expert's matmuls
-  // single-threaded: the nested parallel regions inside them run on one thread): with 1-3 rows per expert,
-  // splitting one small matmul over the threads cost a fork/join per matmul (3 per expert, ~375 per
-  // layer-step for a 32-token block) and left each thread a sliver of rows. Outputs land in per-expert rows;
-  // the weighted sum is then taken serially in expert order, as before, so the result does not depend on the
-  // thread count.
-  std::vector<int64_t> active, first_row(static_cast<size_t>(E) + 1, 0);
+  std::vector<ExpertRun> runs;
   for (int64_t e = 0; e < E; ++e) {
-    first_row[e + 1] = first_row[e] + static_cast<int64_t>(by_expert[e].size());
-    if (by_expert[e].empty()) continue;
-    active.push_back(e);
-    const int64_t m = static_cast<int64_t>(by_expert[e].size()), width = w.gate[e].out_features();
-    // Packed here, before the parallel region: weight_bytes below are then the matrices that run. The
-    // packing is the mapped blocks' bytes re-ordered (a few ms an expert of LLaDA2-mini's size), once.
-    if (w.packed_on_use) {
+    const auto& tokens = by_expert[static_cast<size_t>(e)];
+    if (tokens.empty()) continue;
+    const int64_t m = static_cast<int64_t>(tokens.size()), width = w.gate[e].out_features();
+    // Packed here, before the experts run: weight_bytes below are then the matrices that run. The packing is
+    // the mapped blocks' bytes re-ordered (a few ms an expert of LLaDA2-mini's size), once. A device backend
+    // keeps the matrices it holds.
+    if (w.packed_on_use && B.kind() == BackendKind::kCpu) {
       auto& slot = w.packed_on_use[static_cast<size_t>(e)];
       std::call_once(slot.once, [&] { pack_expert(w, static_cast<size_t>(e), slot); });
     }
+    const ExpertMatrices mats = B.kind() == BackendKind::kCpu
+                                    ? expert_matrices(w, e)
+                                    : ExpertMatrices{w.gate[e], w.up[e], w.down[e]};
     moe_stats_.experts_run += 1;
-    const ExpertMatrices mats = expert_matrices(w, e);
     moe_stats_.expert_bytes +=
         static_cast<double>(mats.gate.weight_bytes() + mats.up.weight_bytes() + mats.down.weight_bytes());
     moe_stats_.expert_flops += 2.0 * 3.0 * static_cast<double>(m * width * d);
+    ExpertRun run{&mats.gate, &mats.up, &mats.down, {}, {}};
+    for (const auto& [token, weight] : tokens) {
+      run.rows.push_back(token);
+      run.weights.push_back(weight);
+    }
+    runs.push_back(std::move(run));
   }
-  // Longest first (most tokens), so that the last experts to start are the short ones and no thread idles
-  // long.
-  std::vector<int64_t> run_order = active;
-  std::stable_sort(run_order.begin(), run_order.end(),
-                   [&](int64_t a, int64_t b) { return by_expert[a].size() > by_expert[b].size(); });
   const auto experts_start = std::chrono::steady_clock::now();
-  expert_rows_.resize(static_cast<size_t>(first_row[E] * d));  // each expert's outputs, rows in routing order
-  {
-    ScopedKernelTimer timer(KernelKind::kMatmul);  // the timers inside the parallel region do not count
-    const auto count = static_cast<int64_t>(active.size());
-#pragma omp parallel if (count > 1)
-    {
-      std::vector<float> in, g, u;
-#pragma omp for schedule(dynamic, 1)
-      for (int64_t a = 0; a < count; ++a) {
-        const int64_t e = run_order[a];
-        const auto& tokens = by_expert[e];
-        const int64_t m = static_cast<int64_t>(tokens.size()), width = w.gate[e].out_features();
-        const auto [gate, up, down] = expert_matrices(w, e);
-        in.resize(static_cast<size_t>(m * d));
-        g.resize(static_cast<size_t>(m * width));
-        u.resize(g.size());
-        for (int64_t i = 0; i < m; ++i) std::copy_n(h_.data() + tokens[i].first * d, d, in.data() + i * d);
-        if (gate.is_ggml() && up.is_ggml()) {  // in quantised once for both
-          quant::LinearGgml::forward_shared_input(*gate.ggml(), g.data(), *up.ggml(), u.data(), in.data(), m);
-        } else {
-          gate.forward(in.data(), m, g.data());
-          up.forward(in.data(), m, u.data());
-        }
-        silu_mul(g.data(), u.data(), m * width, g.data());
-        down.forward(g.data(), m, expert_rows_.data() + first_row[e] * d);
-      }
-    }
-  }
-  expert_out_.assign(static_cast<size_t>(n * d), 0.0f);
-  for (int64_t e : active) {
-    const auto& tokens = by_expert[e];
-    for (size_t i = 0; i < tokens.size(); ++i) {
-      float* y = expert_out_.data() + tokens[i].first * d;
-      const float* p = expert_rows_.data() + (first_row[e] + static_cast<int64_t>(i)) * d;
-      const float weight = tokens[i].second;
-      for (int64_t j = 0; j < d; ++j) y[j] += weight * p[j];
-    }
-  }
+  const Tensor y = B.activation(Backend::Slot::kExperts, n, d);
+  B.experts(runs, h, y);
   if (KernelProfile::enabled)
     moe_stats_.expert_seconds +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - experts_start).count();
   if (w.shared_gate.out_features() > 0) {
     const int64_t width = w.shared_gate.out_features();
-    w.shared_gate.forward(h_.data(), n, gate_.data());
-    w.shared_up.forward(h_.data(), n, up_.data());
-    silu_mul(gate_.data(), up_.data(), n * width, gate_.data());
-    w.shared_down.forward(gate_.data(), n, expert_out_.data(), /*accumulate=*/true);
+    const Tensor gate = B.activation(Backend::Slot::kGate, n, width), up = B.activation(Backend::Slot::kUp, n, width);
+    B.matmul(w.shared_gate, h, gate, false);
+    B.matmul(w.shared_up, h, up, false);
+    B.silu_mul(gate, up, gate);
+    B.matmul(w.shared_down, gate, y, /*accumulate=*/true);
   }
-  for (int64_t i = 0; i < n * d; ++i) x[i] += expert_out_[i];
+  B.add(x, y);
 }
 
 }  // namespace dllm

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "backend/backend.h"
 #include "dllm/dllm.h"
 #include "io/checkpoint.h"
 #include "kernels/linear.h"
@@ -161,35 +162,44 @@ class Transformer final : public Model {
   void set_token_in_one_region(bool on) { token_in_one_region_ = on; }
   int64_t forwards_in_one_region() const { return forwards_in_one_region_; }  // since load
 
+  // Where the forward runs: the CPU backend from construction; another backend gets its own copy of every
+  // weight here, once (a model larger than its device's memory is an error before anything is copied).
+  void set_backend(std::unique_ptr<Backend> backend);
+  const Backend& backend() const { return *backend_; }
+
  private:
   std::vector<float> run(const ForwardInput& input);
   void embed(std::span<const int32_t> tokens, float* out) const;
   // x += ffn(h) over n rows: the dense MLP or the routed experts.
-  void feed_forward(const LayerWeights& w, int64_t n, float* x);
-  void mixture_of_experts(const MoeWeights& w, int64_t n, float* x);
+  void feed_forward(const LayerWeights& w, int64_t n, const Tensor& x, const Tensor& h);
+  void mixture_of_experts(const MoeWeights& w, int64_t n, const Tensor& x, const Tensor& h);
   // Whether every layer is dense and every matrix packed so that run_token can take a token's forward.
   bool token_in_one_region_possible() const;
   // The layers, final norm and head of n <= 4 rows extending the block cache (x_ holds their embeddings),
   // in one parallel region: each matmul split into the threads' contiguous shares, attention by heads, the
   // small steps on one thread; a spin barrier after each step. Returns the logits of rows [keep_from,
   // keep_to).
-  std::vector<float> run_token(int64_t n, const int64_t* positions, KvCache& cache, int64_t offset,
-                               int64_t cache_append, int64_t block, int64_t keep_from, int64_t keep_to);
+  struct TokenScratch {  // the CPU backend's activations, by host address
+    float *x, *h, *q, *k, *v, *att, *gate, *up;
+  };
+  std::vector<float> run_token(const TokenScratch& s, int64_t n, const int64_t* positions, KvCache& cache,
+                               int64_t offset, int64_t cache_append, int64_t block, int64_t keep_from,
+                               int64_t keep_to);
 
   TransformerConfig config_;
   std::unique_ptr<Checkpoint> checkpoint_;  // keeps the mapped embedding alive
   TransformerWeights weights_;
   RopeTable rope_;
-  std::mutex mutex_;  // one forward at a time; the scratch buffers below are reused across calls
-  std::vector<float> x_, h_, q_, k_, v_, att_, gate_, up_;
-  std::vector<float> router_, expert_rows_, expert_out_;  // MoE scratch: logits, each expert's output rows, y
+  std::mutex mutex_;  // one forward at a time; the backend's activations are reused across calls
+  std::unique_ptr<Backend> backend_;
+  std::vector<float> router_;  // a mixture-of-experts layer's router logits, on the host for the choice
   MoeStats moe_stats_;
   MatmulRoleStats role_stats_;
   // y (+)= x · wᵀ over n rows, and ys[i] = x · ws[i]ᵀ as one group (MatMul::forward_group); while
   // KernelProfile is on, their time and weight bytes count under `role`.
-  void multiply(MatmulRole role, const MatMul& w, const float* x, int64_t n, float* y, bool accumulate);
-  void multiply_group(MatmulRole role, std::initializer_list<const MatMul*> ws, const float* x, int64_t n,
-                      std::initializer_list<float*> ys);
+  void multiply(MatmulRole role, const MatMul& w, const Tensor& x, const Tensor& y, bool accumulate);
+  void multiply_group(MatmulRole role, std::initializer_list<const MatMul*> ws, const Tensor& x,
+                      std::initializer_list<Tensor> ys);
   template <class F>
   void timed(MatmulRole role, std::span<const MatMul* const> ws, F&& f);
   std::thread preparer_;

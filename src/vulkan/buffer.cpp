@@ -46,22 +46,24 @@ void free_raw(Context& ctx, Raw& r) {
   r = Raw{};
 }
 
-constexpr VkMemoryPropertyFlags kHost = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+constexpr VkMemoryPropertyFlags kHost =
+    VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
 
 }  // namespace
 
-Buffer::Buffer(Context& ctx, size_t bytes) : ctx_(&ctx), bytes_(bytes) {
+Buffer::Buffer(Context& ctx, size_t bytes, bool staged) : ctx_(&ctx), bytes_(bytes) {
   if (bytes == 0) fail("Vulkan: a buffer of 0 bytes");
   if (bytes > ctx.info().device_local_bytes)
-    fail("Vulkan: ", bytes, " bytes do not fit device '", ctx.info().name, "' (", ctx.info().device_local_bytes,
-         " bytes of device-local memory)");
+    fail("Vulkan: ", bytes, " bytes do not fit device '", ctx.info().name, "' (",
+         ctx.info().device_local_bytes, " bytes of device-local memory)");
   Raw r = allocate(ctx, bytes,
                    VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
                        VK_BUFFER_USAGE_TRANSFER_DST_BIT,
                    VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, kHost);
   buffer_ = r.buffer;
   memory_ = r.memory;
-  if ((r.flags & kHost) == kHost) check(vkMapMemory(ctx.device(), memory_, 0, VK_WHOLE_SIZE, 0, &mapped_), "vkMapMemory");
+  if (!staged && (r.flags & kHost) == kHost)
+    check(vkMapMemory(ctx.device(), memory_, 0, VK_WHOLE_SIZE, 0, &mapped_), "vkMapMemory");
 }
 
 Buffer::Buffer(Buffer&& o) noexcept
@@ -77,11 +79,12 @@ Buffer::~Buffer() {
   free_raw(*ctx_, r);
 }
 
-void Buffer::upload(std::span<const std::byte> data) {
-  if (data.size() > bytes_) fail("Vulkan: upload of ", data.size(), " bytes into a buffer of ", bytes_);
+void Buffer::upload(std::span<const std::byte> data, size_t offset) {
+  if (offset > bytes_ || data.size() > bytes_ - offset)
+    fail("Vulkan: upload of ", data.size(), " bytes at ", offset, " into a buffer of ", bytes_);
   if (data.empty()) return;
   if (mapped_) {
-    std::memcpy(mapped_, data.data(), data.size());
+    std::memcpy(static_cast<std::byte*>(mapped_) + offset, data.data(), data.size());
     return;
   }
   Raw staging = allocate(*ctx_, data.size(), VK_BUFFER_USAGE_TRANSFER_SRC_BIT, kHost, 0);
@@ -91,7 +94,7 @@ void Buffer::upload(std::span<const std::byte> data) {
     std::memcpy(p, data.data(), data.size());
     vkUnmapMemory(ctx_->device(), staging.memory);
     ctx_->run([&](VkCommandBuffer cb) {
-      VkBufferCopy copy{0, 0, data.size()};
+      VkBufferCopy copy{0, offset, data.size()};
       vkCmdCopyBuffer(cb, staging.buffer, buffer_, 1, &copy);
     });
   } catch (...) {
@@ -101,17 +104,18 @@ void Buffer::upload(std::span<const std::byte> data) {
   free_raw(*ctx_, staging);
 }
 
-void Buffer::download(std::span<std::byte> data) const {
-  if (data.size() > bytes_) fail("Vulkan: download of ", data.size(), " bytes from a buffer of ", bytes_);
+void Buffer::download(std::span<std::byte> data, size_t offset) const {
+  if (offset > bytes_ || data.size() > bytes_ - offset)
+    fail("Vulkan: download of ", data.size(), " bytes at ", offset, " from a buffer of ", bytes_);
   if (data.empty()) return;
   if (mapped_) {
-    std::memcpy(data.data(), mapped_, data.size());
+    std::memcpy(data.data(), static_cast<const std::byte*>(mapped_) + offset, data.size());
     return;
   }
   Raw staging = allocate(*ctx_, data.size(), VK_BUFFER_USAGE_TRANSFER_DST_BIT, kHost, 0);
   try {
     ctx_->run([&](VkCommandBuffer cb) {
-      VkBufferCopy copy{0, 0, data.size()};
+      VkBufferCopy copy{offset, 0, data.size()};
       vkCmdCopyBuffer(cb, buffer_, staging.buffer, 1, &copy);
     });
     void* p = nullptr;

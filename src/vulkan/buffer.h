@@ -1,6 +1,6 @@
 // Device memory for tensors: a storage buffer in device-local memory, filled and read through a host-visible
-// staging buffer (or mapped directly where device-local memory is host-visible too: lavapipe, integrated GPUs,
-// resizable BAR).
+// staging buffer (or mapped directly where device-local memory is host-visible too: lavapipe, integrated
+// GPUs, resizable BAR).
 #pragma once
 
 #include <cstddef>
@@ -12,7 +12,9 @@ namespace dllm::vk {
 
 class Buffer {
  public:
-  Buffer(Context& ctx, size_t bytes);
+  // staged: never mapped even where the memory allows it, so that uploads and downloads go through a staging
+  // buffer as on a discrete GPU without resizable BAR (how the tests reach that path on lavapipe).
+  Buffer(Context& ctx, size_t bytes, bool staged = false);
   ~Buffer();
   Buffer(Buffer&& other) noexcept;
   Buffer& operator=(Buffer&&) = delete;
@@ -21,17 +23,19 @@ class Buffer {
 
   VkBuffer handle() const { return buffer_; }
   size_t bytes() const { return bytes_; }
-  // Host <-> device copies of the first `data.size()` bytes (at most bytes()).
-  void upload(std::span<const std::byte> data);
-  void download(std::span<std::byte> data) const;
+  // Host <-> device copies of data.size() bytes at byte `offset` of the buffer (the range must lie inside
+  // it). Synchronous: they are done when they return. While a vk::Ops recording is open, upload only into a
+  // buffer the recording does not use yet (it then sees the new values), and download after its submit.
+  void upload(std::span<const std::byte> data, size_t offset = 0);
+  void download(std::span<std::byte> data, size_t offset = 0) const;
 
   template <class T>
-  void upload(std::span<const T> values) {
-    upload(std::as_bytes(values));
+  void upload(std::span<const T> values, size_t offset = 0) {
+    upload(std::as_bytes(values), offset);
   }
   template <class T>
-  void download(std::span<T> values) const {
-    download(std::as_writable_bytes(values));
+  void download(std::span<T> values, size_t offset = 0) const {
+    download(std::as_writable_bytes(values), offset);
   }
 
  private:

@@ -1,5 +1,6 @@
-// A Vulkan compute device: the instance, one physical device, its logical device and a compute queue, and what
-// the rest of the engine needs to know about it (issue 38's first layer; the backend seam comes above it).
+// A Vulkan compute device: the instance, one physical device, its logical device and a compute queue, and
+// what the rest of the engine needs to know about it (issue 38's first layer; the backend seam comes above
+// it).
 //
 // Written on the Vulkan loader's C API (Debian libvulkan-dev) directly: the part used is small (buffers, one
 // compute pipeline per kernel, one queue), and a wrapper library would add a dependency for little.
@@ -59,12 +60,17 @@ class Context {
   }
   // A memory type with `required` flags among `allowed` (vkGetBufferMemoryRequirements' bits), preferring
   // `preferred` too; fails when none.
-  uint32_t memory_type(uint32_t allowed, VkMemoryPropertyFlags required, VkMemoryPropertyFlags preferred) const;
+  uint32_t memory_type(uint32_t allowed, VkMemoryPropertyFlags required,
+                       VkMemoryPropertyFlags preferred) const;
 
- private:
+  // A one-time command buffer, begun; it ends with exactly one of submit_and_wait (which frees it, also when
+  // it throws) or discard (ends and frees it unsubmitted). run() is both in one; vk::Ops records a whole
+  // forward.
   VkCommandBuffer begin();
   void submit_and_wait(VkCommandBuffer cb);
   void discard(VkCommandBuffer cb);
+
+ private:
   void release();
 
   DeviceInfo info_;

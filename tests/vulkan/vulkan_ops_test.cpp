@@ -1,10 +1,9 @@
-// The Vulkan ops against the CPU's scalar references, on whatever Vulkan device the loader sees first (lavapipe
-// in CI). No device: the tests skip saying so, unless DLLM_REQUIRE_VULKAN=1 (scripts/test.sh sets it), where that
-// is a failure: CI must not pass by skipping them.
+// The Vulkan ops against the CPU's scalar references, on whatever Vulkan device the loader sees first
+// (lavapipe in CI). No device: the tests skip saying so, unless DLLM_REQUIRE_VULKAN=1 (scripts/test.sh sets
+// it), where that is a failure: CI must not pass by skipping them.
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <random>
 #include <span>
 #include <string>
@@ -15,30 +14,14 @@
 #include "vulkan/buffer.h"
 #include "vulkan/context.h"
 #include "vulkan/ops.h"
+#include "vulkan_test_util.h"
 
 namespace dllm::vk {
 namespace {
 
-bool have_device() {
-  if (!list_devices().empty()) return true;
-  const char* required = std::getenv("DLLM_REQUIRE_VULKAN");
-  if (required && std::string(required) == "1")
-    ADD_FAILURE() << "DLLM_REQUIRE_VULKAN=1 but the Vulkan loader sees no device (mesa-vulkan-drivers missing?)";
-  return false;
-}
-
-#define NEED_DEVICE()                                                                                         \
-  if (!have_device()) GTEST_SKIP() << "no Vulkan device (apt-get install mesa-vulkan-drivers: lavapipe runs " \
-                                      "Vulkan on the CPU)"
-
-// n normal values of standard deviation `scale` (test::randn, the kernel tests' generator).
-std::vector<float> random_values(size_t n, float scale, uint32_t seed) { return test::randn(n, seed, scale); }
-
-Buffer device_copy(Context& ctx, const std::vector<float>& v) {
-  Buffer b(ctx, v.size() * sizeof(float));
-  b.upload(std::span<const float>(v));
-  return b;
-}
+using test_util::device_copy;
+using test_util::download;
+using test_util::random_values;
 
 TEST(Vulkan, DevicesDescribeThemselves) {
   NEED_DEVICE();
@@ -65,8 +48,8 @@ TEST(Vulkan, MatmulF32MatchesTheReference) {
   Context ctx(0);
   Ops ops(ctx);
   int checked = 0;
-  for (auto [m, n, k] : {std::tuple<uint32_t, uint32_t, uint32_t>{16, 64, 128}, {1, 33, 65}, {7, 100, 300},
-                         {37, 129, 17}}) {
+  for (auto [m, n, k] :
+       {std::tuple<uint32_t, uint32_t, uint32_t>{16, 64, 128}, {1, 33, 65}, {7, 100, 300}, {37, 129, 17}}) {
     SCOPED_TRACE(std::to_string(m) + " x " + std::to_string(n) + " x " + std::to_string(k));
     const auto x = random_values(size_t{m} * k, 1.0f, m), w = random_values(size_t{n} * k, 0.05f, n);
     const auto base = random_values(size_t{m} * n, 1.0f, k);
@@ -97,7 +80,8 @@ TEST(Vulkan, TokenStatsMatchTheHostsDoubleReference) {
   const uint32_t rows = 6, vocab = 1000;
   auto logits = random_values(size_t{rows} * vocab, 3.0f, 7);
   for (uint32_t v = 0; v < vocab; ++v) logits[4 * vocab + v] = (v == 321 || v == 777) ? 9.0f : 0.0f;  // a tie
-  for (uint32_t v = 0; v < vocab; ++v) logits[5 * vocab + v] = v == 999 ? 40.0f : -40.0f;  // certain, at the end
+  for (uint32_t v = 0; v < vocab; ++v)
+    logits[5 * vocab + v] = v == 999 ? 40.0f : -40.0f;  // certain, at the end
   Buffer b = device_copy(ctx, logits);
   const TokenStats got = ops.token_stats(b, rows, vocab);
   ASSERT_EQ(got.argmax.size(), rows);
@@ -124,12 +108,6 @@ TEST(Vulkan, TokenStatsMatchTheHostsDoubleReference) {
   EXPECT_EQ(got.argmax[4], 321u);
   EXPECT_NEAR(got.margin[4], 0.0, 1e-7);
   EXPECT_EQ(got.argmax[5], 999u);
-}
-
-std::vector<float> download(const Buffer& b, size_t n) {
-  std::vector<float> v(n);
-  b.download(std::span<float>(v));
-  return v;
 }
 
 TEST(Vulkan, RmsNormAndSiluMulMatchTheReference) {
@@ -173,9 +151,9 @@ TEST(Vulkan, RopeNeoxMatchesTheReference) {
   EXPECT_EQ(checked, 2);
 }
 
-// Bidirectional with padding (a batch row whose first keys are pad), grouped-query heads, and block-causal with a
-// query offset (queries at 4..11 in blocks of 8: the first four see keys 0-7, the rest 0-15, none 16-23), against
-// ref::attention.
+// Bidirectional with padding (a batch row whose first keys are pad), grouped-query heads, and block-causal
+// with a query offset (queries at 4..11 in blocks of 8: the first four see keys 0-7, the rest 0-15, none
+// 16-23), against ref::attention.
 TEST(Vulkan, AttentionMatchesTheReference) {
   NEED_DEVICE();
   Context ctx(0);
@@ -201,8 +179,8 @@ TEST(Vulkan, AttentionMatchesTheReference) {
                    valid.empty() ? nullptr : valid.data(), want.data(), c.block, c.q_offset);
     Buffer bq = device_copy(ctx, q), bk = device_copy(ctx, k), bv = device_copy(ctx, v);
     Buffer out(ctx, q.size() * sizeof(float));
-    ops.attention(bq, bk, bv, valid, out, c.batch, c.q_len, c.kv_len, c.heads, c.kv_heads, c.head_dim, c.block,
-                  c.q_offset);
+    ops.attention(bq, bk, bv, valid, out, c.batch, c.q_len, c.kv_len, c.heads, c.kv_heads, c.head_dim,
+                  c.block, c.q_offset);
     EXPECT_LT(test::max_relative_error(download(out, q.size()), want), 1e-5f);
     ++checked;
   }

@@ -297,6 +297,7 @@ void run_bench(const BenchOptions& o) {
     if (!o.json) std::fprintf(stderr, "dllm: building random model '%s'...\n", o.shape.c_str());
     model = make_random_model(find_shape(o.shape), o.layers, requested, 1234,
                               parse_random_weights(weights_flag()), parse_experts(experts_flag()));
+    use_backend_flags(*model, o.json);
   }
   const ModelInfo& mi = model->info();
   auto* transformer = dynamic_cast<Transformer*>(model.get());
@@ -541,6 +542,7 @@ void setup(CLI::App& app) {
   cmd->add_option("--tg", o->tg, "With --ar: generated tokens")->capture_default_str();
   add_weights_option(cmd);
   cmd->add_option("--dtype", o->dtype, kDtypeHelp)->capture_default_str();
+  add_backend_options(cmd);
   cmd->add_option("-t,--threads", o->threads, "Threads (0 = all cores)")->capture_default_str();
   cmd->add_flag("--json", o->json, "Print the results as one JSON object");
   cmd->callback([o] { run_bench(*o); });

@@ -322,6 +322,7 @@ void setup(CLI::App& app) {
   add_denoise_flags(cmd, o->params, o->denoise);
   add_weights_option(cmd);
   cmd->add_option("--dtype", o->dtype, kDtypeHelp)->capture_default_str();
+  add_backend_options(cmd);
   cmd->add_option("-t,--threads", o->threads, "Threads (0 = all cores)")->capture_default_str();
   cmd->add_flag("--json", o->json,
                 "Print one JSON object: {outputs: [[ids] per row], forwards, seconds, tokens_per_second, precision: "

@@ -109,6 +109,7 @@ void setup(CLI::App& app) {
   cmd->add_flag("--bos", o->bos, "Put the model's BOS id first (the demo model was trained without)");
   add_masked_span_flags(cmd, o->params, o->denoise);
   cmd->add_option("--dtype", o->dtype, kDtypeHelp)->capture_default_str();
+  add_backend_options(cmd);
   cmd->add_option("-t,--threads", o->threads, "Threads (0 = all cores)")->capture_default_str();
   cmd->add_flag(
       "--json", o->json,

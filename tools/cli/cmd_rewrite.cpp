@@ -169,6 +169,7 @@ void setup(CLI::App& app) {
       ->capture_default_str();
   add_masked_span_flags(cmd, o->params, o->denoise);
   cmd->add_option("--dtype", o->dtype, kDtypeHelp)->capture_default_str();
+  add_backend_options(cmd);
   cmd->add_option("-t,--threads", o->threads, "Threads (0 = all cores)")->capture_default_str();
   cmd->add_flag("--json", o->json,
                 "Print one JSON object: {text, span, span_ids, old_span, diff, tokens, forwards, refine: "

@@ -167,6 +167,7 @@ void setup(CLI::App& app) {
       "Require 'Authorization: Bearer KEY' on /v1/* and /metrics (default: $DLLM_API_KEY if set)");
   add_weights_option(cmd);
   cmd->add_option("--dtype", o->dtype, kDtypeHelp)->capture_default_str();
+  add_backend_options(cmd);
   cmd->add_option("-t,--threads", o->threads, "Threads for the model (0 = all cores)")->capture_default_str();
   // Request defaults (each can be overridden per request).
   cmd->add_option("--gen-length", s.policy.defaults.gen_length, "Default max_tokens")->capture_default_str();

@@ -145,6 +145,48 @@ void add_weights_option(CLI::App* cmd) {
       ->capture_default_str();
 }
 
+std::string& backend_flag() {
+  static std::string value = "cpu";
+  return value;
+}
+
+int& device_flag() {
+  static int value = 0;
+  return value;
+}
+
+BackendKind parse_backend(const std::string& name) {
+  return parse_word<BackendKind>("--backend", name, {{"cpu", BackendKind::kCpu}, {"vulkan", BackendKind::kVulkan}});
+}
+
+void add_backend_options(CLI::App* cmd) {
+  cmd->add_option("--backend", backend_flag(),
+                  "Where the forward runs: cpu (this machine's cores: oneDNN / OpenBLAS and our AVX2 / AVX-512 "
+                  "kernels) | vulkan (a Vulkan device, --device; `dllm devices` lists them: NVIDIA, AMD, Intel "
+                  "and Apple GPUs, Mesa's lavapipe on a CPU). The weights are copied to the device once, at load")
+      ->capture_default_str();
+  cmd->add_option("--device", device_flag(), "With --backend vulkan: the device's index in `dllm devices`")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+}
+
+namespace {
+void print_backend(const Model& model, bool quiet) {
+  if (quiet) return;
+  if (const auto* t = dynamic_cast<const Transformer*>(&model))
+    std::fprintf(stderr, "dllm: backend %s\n", t->backend().describe().c_str());
+}
+}  // namespace
+
+void use_backend_flags(Model& model, bool quiet) {
+  const BackendKind kind = parse_backend(backend_flag());
+  if (kind == BackendKind::kCpu) return;
+  auto* t = dynamic_cast<Transformer*>(&model);
+  if (!t) fail("--backend ", backend_flag(), ": this model does not run on a backend");
+  t->set_backend(make_backend(kind, device_flag()));
+  print_backend(model, quiet);
+}
+
 std::shared_ptr<Model> load_model_or_throw(const std::string& path, Precision precision, int threads,
                                            bool quiet) {
   struct stat st {};
@@ -159,6 +201,10 @@ std::shared_ptr<Model> load_model_or_throw(const std::string& path, Precision pr
   o.weights = parse_weights(weights_flag());
   o.experts = parse_experts(experts_flag());
   o.layout = parse_prepare(prepare_flag());
+  o.backend = parse_backend(backend_flag());
+  o.device = device_flag();
+  if (o.device != 0 && o.backend == BackendKind::kCpu)
+    fail("--device ", o.device, " names a Vulkan device: add --backend vulkan");
   if (o.experts == ExpertPacking::kAtLoad && o.weights != WeightFormat::kAuto)
     fail("--experts load needs --weights auto (got --weights ", weights_flag(), ")");
   const auto t0 = std::chrono::steady_clock::now();
@@ -188,6 +234,7 @@ std::shared_ptr<Model> load_model_or_throw(const std::string& path, Precision pr
           quant::LinearPacked::kernel_name(quant::LinearPacked::best_kernel()),
           static_cast<long long>(t->ggml_matrices()),
           quant::LinearGgml::kernel_name(quant::LinearGgml::best_kernel()), weights_flag().c_str());
+    if (o.backend != BackendKind::kCpu) print_backend(*model, quiet);
   }
   return model;
 }

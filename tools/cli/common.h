@@ -36,6 +36,13 @@ std::string& experts_flag();  // --experts first-use | load | in-place
 ExpertPacking parse_experts(const std::string& name);
 std::string& prepare_flag();  // --prepare background | load | never
 WeightLayout parse_prepare(const std::string& name);
+// --backend cpu|vulkan and --device N (generate, infill, rewrite, serve, bench); load_model_or_throw loads with
+// them, and use_backend_flags moves a model made another way (bench's random models) onto them.
+void add_backend_options(CLI::App* cmd);
+std::string& backend_flag();
+int& device_flag();
+BackendKind parse_backend(const std::string& name);
+void use_backend_flags(Model& model, bool quiet);
 // Loads and prints one line about the model to stderr unless quiet.
 std::shared_ptr<Model> load_model_or_throw(const std::string& path, Precision precision, int threads,
                                            bool quiet);
