@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -14,10 +15,22 @@
 #include <string>
 #include <vector>
 
+#include "dllm/dllm.h"
+
 namespace dllm::test {
 
 inline std::string data_path(const std::string& rel) {
   return std::string(DLLM_TEST_DATA) + "/" + rel;
+}
+
+// The backend the golden tests load their models on: DLLM_TEST_BACKEND=vulkan runs them on the Vulkan backend
+// (tests/CMakeLists.txt runs every family's goldens so, on lavapipe); unset or "cpu", the CPU.
+inline dllm::BackendKind backend() {
+  const char* env = std::getenv("DLLM_TEST_BACKEND");
+  const std::string name = env ? env : "cpu";
+  if (name == "cpu") return dllm::BackendKind::kCpu;
+  if (name == "vulkan") return dllm::BackendKind::kVulkan;
+  throw std::runtime_error("DLLM_TEST_BACKEND='" + name + "' must be cpu or vulkan");
 }
 
 inline std::string read_file(const std::string& path) {

@@ -64,6 +64,12 @@ class Backend {
   virtual void hold(const MatMul& /*w*/) {}
   virtual void hold(std::span<const float> /*v*/) {}
   virtual size_t held_bytes() const { return 0; }
+  // Host <-> device copies since load, for `dllm bench` (a device backend's; the CPU's are zero).
+  struct Traffic {
+    double uploaded = 0, downloaded = 0;  // bytes
+    int64_t submits = 0;                  // command buffers run
+  };
+  virtual Traffic traffic() const { return {}; }
 
   // Activations by role, reused across forwards (grown when a forward needs more).
   enum class Slot { kX, kH, kQ, kK, kV, kAtt, kGate, kUp, kRows, kNormed, kLogits, kRouter, kExperts, kCount };

@@ -33,7 +33,9 @@ std::string ar_path(const std::string& rel) {
 }
 
 std::shared_ptr<Model> load(const std::string& path) {
-  auto m = Model::load(path);
+  LoadOptions o;
+  o.backend = test::backend();
+  auto m = Model::load(path, o);
   EXPECT_TRUE(m.ok()) << (m.ok() ? "" : m.error());
   return m.ok() ? m.value() : nullptr;
 }

@@ -363,6 +363,7 @@ TEST(BlockLoops, Defaults) {
 std::shared_ptr<Model> load_tiny(const std::string& name, std::string* error) {
   LoadOptions o;
   o.precision = Precision::kF32;
+  o.backend = test::backend();
   auto m = Model::load(test::data_path("oracle/models/" + name), o);
   if (!m.ok()) {
     *error = m.error();

@@ -21,6 +21,7 @@ namespace {
 std::shared_ptr<Model> load_f32(const std::string& name) {
   LoadOptions o;
   o.precision = Precision::kF32;
+  o.backend = test::backend();
   return Model::load(test::data_path("oracle/models/" + name), o).value();
 }
 

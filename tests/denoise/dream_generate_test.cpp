@@ -15,6 +15,7 @@ std::shared_ptr<Model> dream() {
   static std::shared_ptr<Model> model = [] {
     LoadOptions o;
     o.precision = Precision::kF32;
+    o.backend = test::backend();
     return Model::load(test::data_path("oracle/models/dream_tiny_gqa_f32"), o).value();
   }();
   return model;

@@ -17,6 +17,7 @@ const std::string kDemo = std::string(DLLM_SOURCE_DIR) + "/models/demo";
 std::shared_ptr<Model> load_f32(const std::string& path) {
   LoadOptions o;
   o.precision = Precision::kF32;
+  o.backend = test::backend();
   return Model::load(path, o).value();
 }
 

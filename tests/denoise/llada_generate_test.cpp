@@ -14,6 +14,7 @@ std::shared_ptr<Model> tiny() {
   static std::shared_ptr<Model> model = [] {
     LoadOptions o;
     o.precision = Precision::kF32;
+    o.backend = test::backend();
     return Model::load(test::data_path("oracle/models/llada_tiny_f32"), o).value();
   }();
   return model;

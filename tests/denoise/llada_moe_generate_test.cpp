@@ -22,6 +22,7 @@ Model& model(int source) {
   if (!models[source]) {
     LoadOptions o;
     o.precision = Precision::kF32;
+    o.backend = test::backend();
     models[source] = Model::load(test::data_path(kSources[source]), o).value();
   }
   return *models[source];

@@ -18,6 +18,7 @@ const ModelInfo& llada_info() {
   static const auto model = [] {
     LoadOptions o;
     o.precision = Precision::kF32;
+    o.backend = test::backend();
     return Model::load(test::data_path("oracle/models/llada_tiny_f32"), o).value();
   }();
   return model->info();

@@ -20,6 +20,7 @@ namespace {
 std::shared_ptr<Model> load(const std::string& name) {
   LoadOptions o;
   o.precision = Precision::kF32;
+  o.backend = test::backend();
   return Model::load(test::data_path("oracle/models/" + name), o).value();
 }
 std::shared_ptr<Model> llada() {

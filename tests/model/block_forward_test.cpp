@@ -16,6 +16,7 @@ namespace {
 std::shared_ptr<Model> load(const std::string& name) {
   LoadOptions o;
   o.precision = Precision::kF32;
+  o.backend = test::backend();
   auto m = Model::load(test::data_path("oracle/models/" + name), o);
   EXPECT_TRUE(m.ok()) << (m.ok() ? "" : m.error());
   return m.value();

@@ -14,6 +14,7 @@ namespace {
 std::shared_ptr<Model> dream(Precision compute = Precision::kF32) {
   LoadOptions o;
   o.precision = compute;
+  o.backend = test::backend();
   auto m = Model::load(test::data_path("oracle/models/dream_tiny_gqa_f32"), o);
   EXPECT_TRUE(m.ok()) << (m.ok() ? "" : m.error());
   return m.value();

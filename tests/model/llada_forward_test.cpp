@@ -13,6 +13,7 @@ namespace {
 std::shared_ptr<Model> load_tiny(Precision compute) {
   LoadOptions o;
   o.precision = compute;
+  o.backend = test::backend();
   auto m = Model::load(test::data_path("oracle/models/llada_tiny_f32"), o);
   EXPECT_TRUE(m.ok()) << (m.ok() ? "" : m.error());
   return m.value();

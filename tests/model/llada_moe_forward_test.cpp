@@ -17,6 +17,7 @@ const char* const kSources[] = {"oracle/ar/models/llada_moe_tiny", "oracle/ar/gg
 std::shared_ptr<Model> load(const std::string& rel) {
   LoadOptions o;
   o.precision = Precision::kF32;
+  o.backend = test::backend();
   auto m = Model::load(test::data_path(rel), o);
   EXPECT_TRUE(m.ok()) << (m.ok() ? "" : m.error());
   return m.ok() ? m.value() : nullptr;

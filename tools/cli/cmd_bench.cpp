@@ -351,6 +351,7 @@ void run_bench(const BenchOptions& o) {
   transformer->reset_moe_stats();
 
   std::vector<double> times, expert_times;  // per forward: the whole forward, its routed experts
+  const Backend::Traffic traffic_before = transformer->backend().traffic();
   KernelProfile::reset();
   KernelProfile::enabled = true;
   for (int r = 0; r < o.repeat; ++r) {
@@ -361,6 +362,14 @@ void run_bench(const BenchOptions& o) {
     expert_times.push_back(transformer->moe_stats().expert_seconds - experts_before);
   }
   KernelProfile::enabled = false;
+  const Backend::Traffic traffic_after = transformer->backend().traffic();
+  const double per_forward = 1.0 / std::max(1, o.repeat);
+  const nlohmann::json device = {
+      {"backend", transformer->backend().describe()},
+      {"uploaded_mb_per_forward", (traffic_after.uploaded - traffic_before.uploaded) * per_forward / 1e6},
+      {"downloaded_mb_per_forward", (traffic_after.downloaded - traffic_before.downloaded) * per_forward / 1e6},
+      {"submits_per_forward",
+       static_cast<double>(traffic_after.submits - traffic_before.submits) * per_forward}};
   peak_f32 = std::max(peak_f32, measure_f32_fma_peak_gflops(0.5));
   const bool bf16_math = mi.precision == Precision::kBF16 && bf16_matmul_supported();
   const auto [peak, peak_kind] = float_product_peak(mi.precision, peak_f32);
@@ -462,6 +471,7 @@ void run_bench(const BenchOptions& o) {
         {"peak_int8_isa", int8_dot_peak_isa()},
         {"matmul_fraction_of_int8_peak", int8_products ? nlohmann::json(matmul_gflops / peak_int8) : nullptr},
         {"time_fraction", breakdown},
+        {"device", device},
         {"cold_start", cold ? cold->to_json() : nlohmann::json(nullptr)}};
     std::printf("%s\n", out.dump(2).c_str());
     return;
@@ -500,6 +510,12 @@ void run_bench(const BenchOptions& o) {
         experts["expert_seconds_per_forward"].get<double>(), experts["expert_gb_per_s"].get<double>(),
         100 * experts["expert_fraction_of_bandwidth"].get<double>(), bandwidth,
         experts["expert_gflops"].get<double>(), 100 * experts["expert_time_fraction"].get<double>());
+  if (transformer->backend().kind() != BackendKind::kCpu)
+    std::printf(
+        "device     %s; per forward %.2f MB uploaded, %.2f MB downloaded, %.0f command buffers (the "
+        "breakdown below is the host's: the device's work shows as rest)\n",
+        device["backend"].get<std::string>().c_str(), device["uploaded_mb_per_forward"].get<double>(),
+        device["downloaded_mb_per_forward"].get<double>(), device["submits_per_forward"].get<double>());
   std::printf("breakdown ");
   for (auto it = breakdown.begin(); it != breakdown.end(); ++it)
     std::printf(" %s %.1f%%", it.key().c_str(), 100 * it.value().get<double>());

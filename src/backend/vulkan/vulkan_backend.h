@@ -56,12 +56,7 @@ class VulkanBackend final : public Backend {
   Tensor kv_values(KvCache& cache, int64_t layer, int64_t rows) override;
   void kv_truncate(KvCache&, int64_t, int64_t) override {}  // the rows past seq_len are simply not read
 
-  // Host <-> device traffic since load (bytes), for `dllm bench`: what a forward really copies.
-  struct Traffic {
-    double uploaded = 0, downloaded = 0;
-    int64_t submits = 0;
-  };
-  const Traffic& traffic() const { return traffic_; }
+  Traffic traffic() const override { return traffic_; }
 
  private:
   struct Weight;
