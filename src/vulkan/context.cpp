@@ -92,16 +92,20 @@ DeviceInfo describe(VkPhysicalDevice d, int index) {
   info.index = index;
   info.name = props.properties.deviceName;
   info.type = type_name(props.properties.deviceType);
-  info.driver = std::string(driver.driverName) + (driver.driverInfo[0] ? std::string(" ") + driver.driverInfo : "");
+  info.cpu = props.properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+  info.driver =
+      std::string(driver.driverName) + (driver.driverInfo[0] ? std::string(" ") + driver.driverInfo : "");
   const uint32_t v = props.properties.apiVersion;
-  info.api_version = std::to_string(VK_API_VERSION_MAJOR(v)) + "." + std::to_string(VK_API_VERSION_MINOR(v)) + "." +
-                     std::to_string(VK_API_VERSION_PATCH(v));
+  info.api_version = std::to_string(VK_API_VERSION_MAJOR(v)) + "." + std::to_string(VK_API_VERSION_MINOR(v)) +
+                     "." + std::to_string(VK_API_VERSION_PATCH(v));
   for (uint32_t h = 0; h < mem.memoryHeapCount; ++h)
     if (mem.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT)
       info.device_local_bytes = std::max<uint64_t>(info.device_local_bytes, mem.memoryHeaps[h].size);
   info.subgroup_size = subgroup.subgroupSize;
   info.subgroup_arithmetic = (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
                              (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
+  info.subgroup_broadcast = (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+                            (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_BALLOT_BIT);
   info.cooperative_matrix = has_extension(d, "VK_KHR_cooperative_matrix");
   info.shader_float16 = f12.shaderFloat16;
   return info;
@@ -181,7 +185,9 @@ Context::Context(int index) {
   }
 }
 
-Context::~Context() { release(); }
+Context::~Context() {
+  release();
+}
 
 void Context::release() {
   if (device_) {

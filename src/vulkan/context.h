@@ -18,12 +18,14 @@ namespace dllm::vk {
 struct DeviceInfo {
   int index = 0;
   std::string name;
-  std::string type;    // "discrete GPU", "integrated GPU", "CPU" (lavapipe), ...
+  std::string type;  // "discrete GPU", "integrated GPU", "CPU" (lavapipe), ...
+  bool cpu = false;  // VK_PHYSICAL_DEVICE_TYPE_CPU (lavapipe, SwiftShader): vk::Ops picks its products by it
   std::string driver;  // driver name and info ("llvmpipe", "Mesa 22.3.6 (LLVM 15.0.6)")
   std::string api_version;
   uint64_t device_local_bytes = 0;  // the largest device-local heap
   uint32_t subgroup_size = 0;
   bool subgroup_arithmetic = false;  // subgroupAdd / subgroupMax in compute shaders
+  bool subgroup_broadcast = false;   // subgroupBroadcast (the ballot operations) in compute shaders
   bool cooperative_matrix = false;   // VK_KHR_cooperative_matrix (tensor cores)
   bool shader_float16 = false;
 };

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <span>
+#include <string>
 
 #include "core/error.h"
 #include "vulkan_shaders/add.h"
@@ -10,9 +12,13 @@
 #include "vulkan_shaders/attention.h"
 #include "vulkan_shaders/gather_rows.h"
 #include "vulkan_shaders/matmul_bf16.h"
+#include "vulkan_shaders/matmul_bf16_registers.h"
 #include "vulkan_shaders/matmul_f16.h"
+#include "vulkan_shaders/matmul_f16_registers.h"
 #include "vulkan_shaders/matmul_f32.h"
+#include "vulkan_shaders/matmul_f32_registers.h"
 #include "vulkan_shaders/matmul_q8_0.h"
+#include "vulkan_shaders/matmul_q8_0_registers.h"
 #include "vulkan_shaders/rms_norm.h"
 #include "vulkan_shaders/rope_neox.h"
 #include "vulkan_shaders/scatter_add_weighted.h"
@@ -64,7 +70,42 @@ void need(const Buffer& b, uint64_t words, const char* what, const char* part = 
          words * 4);
 }
 
+// The products' variants: the tile of y a workgroup computes (rows of x, columns of W), as in the shaders.
+// matmul_tile.glsl: 16 x 16 invocations of one value; matmul_registers.glsl: 16 invocations of 32 x 8, which
+// need subgroups of at least its kChunk = 8.
+constexpr uint32_t kTiledRows = 16, kTiledCols = 16;
+constexpr uint32_t kRegistersRows = 32, kRegistersCols = 16 * 8, kRegistersSubgroup = 8;
+
+bool registers_run_on(const DeviceInfo& d) {
+  return d.subgroup_broadcast && d.subgroup_size >= kRegistersSubgroup;
+}
+
+// `variant` where ctx can run it; an error saying what is missing where it cannot.
+MatmulVariant runnable(const Context& ctx, MatmulVariant variant) {
+  const DeviceInfo& d = ctx.info();
+  if (variant == MatmulVariant::kRegisters && !registers_run_on(d))
+    fail("Vulkan: the registers matmul needs subgroups of at least ", kRegistersSubgroup,
+         " invocations with subgroupBroadcast in compute shaders; ", d.name, " has subgroups of ",
+         d.subgroup_size, d.subgroup_broadcast ? "" : " without subgroupBroadcast");
+  return variant;
+}
+
 }  // namespace
+
+const char* variant_name(MatmulVariant v) {
+  return v == MatmulVariant::kRegisters ? "registers" : "tiled";
+}
+
+MatmulVariant default_matmul_variant(const DeviceInfo& device) {
+  const char* env = std::getenv("DLLM_VULKAN_MATMUL");
+  if (env && *env) {
+    const std::string v = env;
+    if (v == "tiled") return MatmulVariant::kTiled;
+    if (v == "registers") return MatmulVariant::kRegisters;
+    fail("DLLM_VULKAN_MATMUL=", v, ": expected tiled or registers");
+  }
+  return device.cpu && registers_run_on(device) ? MatmulVariant::kRegisters : MatmulVariant::kTiled;
+}
 
 // An op's command buffer: the open recording, or (none open) one of its own that done() submits, so that an
 // op outside a recording runs and waits as it always did and its temporaries go when it ends.
@@ -89,12 +130,11 @@ class Ops::Op {
   bool own_;
 };
 
-Ops::Ops(Context& ctx)
+Ops::Ops(Context& ctx) : Ops(ctx, default_matmul_variant(ctx.info())) {}
+
+Ops::Ops(Context& ctx, MatmulVariant matmul)
     : ctx_(&ctx),
-      matmul_f32_(kernel<MatmulPush>(ctx, kMatmulF32Spv, 3, "matmul_f32")),
-      matmul_f16_(kernel<MatmulPush>(ctx, kMatmulF16Spv, 3, "matmul_f16")),
-      matmul_bf16_(kernel<MatmulPush>(ctx, kMatmulBf16Spv, 3, "matmul_bf16")),
-      matmul_q8_0_(kernel<MatmulPush>(ctx, kMatmulQ80Spv, 4, "matmul_q8_0")),
+      matmul_variant_(runnable(ctx, matmul)),
       token_stats_(kernel<StatsPush>(ctx, kTokenStatsSpv, 3, "token_stats")),
       rms_norm_(kernel<NormPush>(ctx, kRmsNormSpv, 3, "rms_norm")),
       silu_mul_(kernel<uint32_t>(ctx, kSiluMulSpv, 3, "silu_mul")),
@@ -159,7 +199,7 @@ size_t Ops::descriptor_pools() const {
        {matmul_f32_.get(), matmul_f16_.get(), matmul_bf16_.get(), matmul_q8_0_.get(), token_stats_.get(),
         rms_norm_.get(), silu_mul_.get(), add_.get(), add_bias_.get(), zero_rows_.get(), gather_rows_.get(),
         scatter_add_weighted_.get(), rope_neox_.get(), attention_.get()})
-    n += k->pools();
+    n += k ? k->pools() : 0;  // the products' kernels: null until first used
   return n;
 }
 
@@ -197,11 +237,22 @@ void Ops::copy(const Buffer& src, size_t src_offset, Buffer& dst, size_t dst_off
 
 // ---- products ----
 
+Kernel& Ops::product(std::unique_ptr<Kernel>& kernel, std::span<const uint32_t> tiled,
+                     std::span<const uint32_t> registers, uint32_t buffers, const char* name) {
+  if (!kernel) {
+    const bool r = matmul_variant_ == MatmulVariant::kRegisters;
+    kernel = vk::kernel<MatmulPush>(*ctx_, r ? registers : tiled, buffers, name);
+  }
+  return *kernel;
+}
+
 void Ops::matmul(Kernel& kernel, std::initializer_list<const Buffer*> buffers, uint32_t m, uint32_t n,
                  uint32_t k, bool accumulate) {
   const MatmulPush push{m, n, k, accumulate ? 1u : 0u};
+  const bool registers = matmul_variant_ == MatmulVariant::kRegisters;
   Op op(*this);
-  dispatch(kernel, buffers, &push, groups(n, 16), groups(m, 16));
+  dispatch(kernel, buffers, &push, groups(n, registers ? kRegistersCols : kTiledCols),
+           groups(m, registers ? kRegistersRows : kTiledRows));
   op.done();
 }
 
@@ -219,21 +270,24 @@ void Ops::matmul_f32(const Buffer& x, const Buffer& w, Buffer& y, uint32_t m, ui
                      bool accumulate) {
   check_matmul("matmul_f32", x, y, m, n, k);
   need(w, uint64_t{n} * k, "matmul_f32 w");
-  matmul(*matmul_f32_, {&x, &y, &w}, m, n, k, accumulate);
+  matmul(product(matmul_f32_, kMatmulF32Spv, kMatmulF32RegistersSpv, 3, "matmul_f32"), {&x, &y, &w}, m, n, k,
+         accumulate);
 }
 
 void Ops::matmul_f16(const Buffer& x, const Buffer& w, Buffer& y, uint32_t m, uint32_t n, uint32_t k,
                      bool accumulate) {
   check_matmul("matmul_f16", x, y, m, n, k);
   need(w, uint64_t{n} * ((uint64_t{k} + 1) / 2), "matmul_f16 w");
-  matmul(*matmul_f16_, {&x, &y, &w}, m, n, k, accumulate);
+  matmul(product(matmul_f16_, kMatmulF16Spv, kMatmulF16RegistersSpv, 3, "matmul_f16"), {&x, &y, &w}, m, n, k,
+         accumulate);
 }
 
 void Ops::matmul_bf16(const Buffer& x, const Buffer& w, Buffer& y, uint32_t m, uint32_t n, uint32_t k,
                       bool accumulate) {
   check_matmul("matmul_bf16", x, y, m, n, k);
   need(w, uint64_t{n} * ((uint64_t{k} + 1) / 2), "matmul_bf16 w");
-  matmul(*matmul_bf16_, {&x, &y, &w}, m, n, k, accumulate);
+  matmul(product(matmul_bf16_, kMatmulBf16Spv, kMatmulBf16RegistersSpv, 3, "matmul_bf16"), {&x, &y, &w}, m, n,
+         k, accumulate);
 }
 
 void Ops::matmul_q8_0(const Buffer& x, const Buffer& scales, const Buffer& quants, Buffer& y, uint32_t m,
@@ -242,7 +296,8 @@ void Ops::matmul_q8_0(const Buffer& x, const Buffer& scales, const Buffer& quant
   if (k % 32 != 0) fail("Vulkan matmul_q8_0: k = ", k, " is not a multiple of Q8_0's 32-value blocks");
   need(scales, uint64_t{n} * (k / 32), "matmul_q8_0 scales");
   need(quants, uint64_t{n} * (k / 4), "matmul_q8_0 quants");
-  matmul(*matmul_q8_0_, {&x, &y, &scales, &quants}, m, n, k, accumulate);
+  matmul(product(matmul_q8_0_, kMatmulQ80Spv, kMatmulQ80RegistersSpv, 4, "matmul_q8_0"),
+         {&x, &y, &scales, &quants}, m, n, k, accumulate);
 }
 
 // ---- per-row and elementwise ----

@@ -37,9 +37,25 @@ struct TokenStats {
 void rope_tables(const std::vector<int64_t>& positions, double theta, uint32_t rotary_dim,
                  std::vector<float>& cos, std::vector<float>& sin);
 
+// How the matmul_* ops compute, the same products either way (shaders/matmul_tile.glsl,
+// shaders/matmul_registers.glsl):
+// - kTiled: 16 x 16 tiles of y through shared memory, two barriers every 16 steps of K (GPUs);
+// - kRegisters: a 32 x 8 tile of y in each invocation's registers, x and W read straight from the buffers, no
+//   shared memory and no barrier (CPU devices: llvmpipe switches between all of a workgroup's subgroups at
+//   every barrier, which held kTiled to 0.15 GFLOP/s on lavapipe). Needs subgroups of at least 8 invocations
+//   with subgroupBroadcast in compute shaders.
+enum class MatmulVariant { kTiled, kRegisters };
+const char* variant_name(MatmulVariant v);  // "tiled", "registers"
+// What Ops(ctx) runs: DLLM_VULKAN_MATMUL=tiled|registers where set (another value is an error naming the
+// variable and the value), else kRegisters on a CPU device that can run it and kTiled otherwise.
+MatmulVariant default_matmul_variant(const DeviceInfo& device);
+
 class Ops {
  public:
-  explicit Ops(Context& ctx);
+  explicit Ops(Context& ctx);  // default_matmul_variant(ctx.info())
+  // With the products' variant chosen by the caller (the tests run both); kRegisters on a device without what
+  // it needs is an error saying what is missing.
+  Ops(Context& ctx, MatmulVariant matmul);
   ~Ops();  // abandons an open recording
   Ops(const Ops&) = delete;
   Ops& operator=(const Ops&) = delete;
@@ -52,6 +68,7 @@ class Ops {
   // Discards an open recording unrun (none open: nothing); error paths, and the destructor.
   void abandon();
   bool recording() const { return cb_ != VK_NULL_HANDLE; }
+  MatmulVariant matmul_variant() const { return matmul_variant_; }
   // A device buffer that lives until the open recording is submitted or abandoned (an error with none open).
   Buffer& temporary(size_t bytes);
   // Descriptor pools the kernels hold together: they grow with the dispatches one recording holds.
@@ -125,13 +142,19 @@ class Ops {
   // An elementwise kernel over n invocations of 256 (add.comp's indexing).
   void dispatch_flat(Kernel& kernel, std::initializer_list<const Buffer*> buffers, const void* push,
                      uint64_t n, const char* what);
+  // A product's kernel, made on first use (lavapipe takes 0.1 s or more over a registers one) from the SPIR-V
+  // of the variant this Ops runs.
+  Kernel& product(std::unique_ptr<Kernel>& kernel, std::span<const uint32_t> tiled,
+                  std::span<const uint32_t> registers, uint32_t buffers, const char* name);
   void matmul(Kernel& kernel, std::initializer_list<const Buffer*> buffers, uint32_t m, uint32_t n,
               uint32_t k, bool accumulate);
   void release();
 
   Context* ctx_;
-  std::unique_ptr<Kernel> matmul_f32_, matmul_f16_, matmul_bf16_, matmul_q8_0_, token_stats_, rms_norm_,
-      silu_mul_, add_, add_bias_, zero_rows_, gather_rows_, scatter_add_weighted_, rope_neox_, attention_;
+  MatmulVariant matmul_variant_;
+  std::unique_ptr<Kernel> matmul_f32_, matmul_f16_, matmul_bf16_, matmul_q8_0_;  // product(): null until used
+  std::unique_ptr<Kernel> token_stats_, rms_norm_, silu_mul_, add_, add_bias_, zero_rows_, gather_rows_,
+      scatter_add_weighted_, rope_neox_, attention_;
   VkCommandBuffer cb_ = VK_NULL_HANDLE;  // the open recording
   std::vector<std::pair<Kernel*, Kernel::Set>> sets_;
   std::vector<std::unique_ptr<Buffer>> temporaries_;

@@ -31,11 +31,12 @@ using Shape = std::tuple<uint32_t, uint32_t, uint32_t>;  // m, n, k
 
 // The product of x with 16-bit weights (f16 or bf16 by `to16` / `from16`), overwriting and accumulating,
 // against ref::matmul of the weights rounded to 16 bits and back: the same numbers the shader multiplies. Odd
-// k included (rows padded to an even k).
+// k included (rows padded to an even k); the shapes of MatmulF32MatchesTheReferenceInBothVariants.
 template <class To16, class From16, class Run>
 int check_half_product(Context& ctx, To16 to16, From16 from16, Run run) {
   int checked = 0;
-  for (auto [m, n, k] : {Shape{16, 64, 128}, Shape{1, 33, 65}, Shape{7, 100, 301}, Shape{37, 129, 17}}) {
+  for (auto [m, n, k] :
+       {Shape{16, 64, 128}, Shape{1, 33, 65}, Shape{7, 100, 301}, Shape{37, 129, 17}, Shape{70, 300, 200}}) {
     SCOPED_TRACE(std::to_string(m) + " x " + std::to_string(n) + " x " + std::to_string(k));
     const auto x = random_values(size_t{m} * k, 1.0f, m), w = random_values(size_t{n} * k, 0.05f, n);
     std::vector<uint16_t> w16(w.size());
@@ -58,24 +59,30 @@ int check_half_product(Context& ctx, To16 to16, From16 from16, Run run) {
   return checked;
 }
 
-TEST(Vulkan, MatmulF16MatchesTheReference) {
+TEST(Vulkan, MatmulF16MatchesTheReferenceInBothVariants) {
   NEED_DEVICE();
   Context ctx(0);
-  Ops ops(ctx);
-  const int checked = check_half_product(
-      ctx, [](float v) { return f32_to_f16(v); }, [](uint16_t h) { return f16_to_f32(h); },
-      [&](auto&&... args) { ops.matmul_f16(args...); });
-  EXPECT_EQ(checked, 4);
+  for (MatmulVariant variant : test_util::kMatmulVariants) {
+    SCOPED_TRACE(variant_name(variant));
+    Ops ops(ctx, variant);
+    const int checked = check_half_product(
+        ctx, [](float v) { return f32_to_f16(v); }, [](uint16_t h) { return f16_to_f32(h); },
+        [&](auto&&... args) { ops.matmul_f16(args...); });
+    EXPECT_EQ(checked, 5);
+  }
 }
 
-TEST(Vulkan, MatmulBf16MatchesTheReference) {
+TEST(Vulkan, MatmulBf16MatchesTheReferenceInBothVariants) {
   NEED_DEVICE();
   Context ctx(0);
-  Ops ops(ctx);
-  const int checked = check_half_product(
-      ctx, [](float v) { return f32_to_bf16(v); }, [](uint16_t h) { return bf16_to_f32(h); },
-      [&](auto&&... args) { ops.matmul_bf16(args...); });
-  EXPECT_EQ(checked, 4);
+  for (MatmulVariant variant : test_util::kMatmulVariants) {
+    SCOPED_TRACE(variant_name(variant));
+    Ops ops(ctx, variant);
+    const int checked = check_half_product(
+        ctx, [](float v) { return f32_to_bf16(v); }, [](uint16_t h) { return bf16_to_f32(h); },
+        [&](auto&&... args) { ops.matmul_bf16(args...); });
+    EXPECT_EQ(checked, 5);
+  }
 }
 
 TEST(Vulkan, PackHalfRowsPadsEachRowToAnEvenLength) {
@@ -85,37 +92,41 @@ TEST(Vulkan, PackHalfRowsPadsEachRowToAnEvenLength) {
 
 // Q8_0 blocks as a GGUF file holds them (quant::quantize, ggml's reference quantiser), packed by pack_q8_0,
 // against ref::matmul of quant::dequantize's weights; negative quants included (sign extension in the
-// shader).
-TEST(Vulkan, MatmulQ8_0MatchesTheDequantisedReference) {
+// shader), in both variants on the f32 test's kinds of shapes (K in whole blocks).
+TEST(Vulkan, MatmulQ8_0MatchesTheDequantisedReferenceInBothVariants) {
   NEED_DEVICE();
   Context ctx(0);
-  Ops ops(ctx);
-  int checked = 0;
-  for (auto [m, n, k] : {Shape{16, 64, 128}, Shape{1, 33, 64}, Shape{7, 100, 96}, Shape{37, 129, 32}}) {
-    SCOPED_TRACE(std::to_string(m) + " x " + std::to_string(n) + " x " + std::to_string(k));
-    const auto x = random_values(size_t{m} * k, 1.0f, m), w = random_values(size_t{n} * k, 0.05f, n);
-    std::vector<std::byte> blocks(ggml_row_bytes(GgmlType::kQ8_0, int64_t{n} * k));
-    quant::quantize(GgmlType::kQ8_0, w.data(), blocks.data(), int64_t{n} * k);
-    std::vector<float> dequantised(w.size());
-    quant::dequantize(GgmlType::kQ8_0, blocks.data(), dequantised.data(), int64_t{n} * k);
-    std::vector<float> want(size_t{m} * n);
-    ref::matmul(x.data(), dequantised.data(), m, n, k, want.data());
-    const PackedQ8_0 packed = pack_q8_0(blocks.data(), n, k);
-    ASSERT_EQ(packed.scales.size(), size_t{n} * k / 32);
-    ASSERT_EQ(packed.quants.size(), size_t{n} * k / 4);
-    Buffer bx = device_copy(ctx, x), bs = device_copy(ctx, packed.scales),
-           bq = device_copy(ctx, packed.quants);
-    Buffer by = device_copy(ctx, random_values(size_t{m} * n, 1.0f, k));
-    ops.matmul_q8_0(bx, bs, bq, by, m, n, k, /*accumulate=*/false);
-    EXPECT_LT(test::max_relative_error(download(by, want.size()), want), 1e-5f);
-    ops.matmul_q8_0(bx, bs, bq, by, m, n, k, /*accumulate=*/true);
-    for (float& t : want) t *= 2;
-    EXPECT_LT(test::max_relative_error(download(by, want.size()), want), 1e-5f);
-    ++checked;
+  for (MatmulVariant variant : test_util::kMatmulVariants) {
+    SCOPED_TRACE(variant_name(variant));
+    Ops ops(ctx, variant);
+    int checked = 0;
+    for (auto [m, n, k] :
+         {Shape{16, 64, 128}, Shape{1, 33, 64}, Shape{7, 100, 96}, Shape{37, 129, 32}, Shape{70, 300, 224}}) {
+      SCOPED_TRACE(std::to_string(m) + " x " + std::to_string(n) + " x " + std::to_string(k));
+      const auto x = random_values(size_t{m} * k, 1.0f, m), w = random_values(size_t{n} * k, 0.05f, n);
+      std::vector<std::byte> blocks(ggml_row_bytes(GgmlType::kQ8_0, int64_t{n} * k));
+      quant::quantize(GgmlType::kQ8_0, w.data(), blocks.data(), int64_t{n} * k);
+      std::vector<float> dequantised(w.size());
+      quant::dequantize(GgmlType::kQ8_0, blocks.data(), dequantised.data(), int64_t{n} * k);
+      std::vector<float> want(size_t{m} * n);
+      ref::matmul(x.data(), dequantised.data(), m, n, k, want.data());
+      const PackedQ8_0 packed = pack_q8_0(blocks.data(), n, k);
+      ASSERT_EQ(packed.scales.size(), size_t{n} * k / 32);
+      ASSERT_EQ(packed.quants.size(), size_t{n} * k / 4);
+      Buffer bx = device_copy(ctx, x), bs = device_copy(ctx, packed.scales),
+             bq = device_copy(ctx, packed.quants);
+      Buffer by = device_copy(ctx, random_values(size_t{m} * n, 1.0f, k));
+      ops.matmul_q8_0(bx, bs, bq, by, m, n, k, /*accumulate=*/false);
+      EXPECT_LT(test::max_relative_error(download(by, want.size()), want), 1e-5f);
+      ops.matmul_q8_0(bx, bs, bq, by, m, n, k, /*accumulate=*/true);
+      for (float& t : want) t *= 2;
+      EXPECT_LT(test::max_relative_error(download(by, want.size()), want), 1e-5f);
+      ++checked;
+    }
+    EXPECT_EQ(checked, 5);
+    Buffer small(ctx, 64 * sizeof(float));
+    EXPECT_THROW(ops.matmul_q8_0(small, small, small, small, 1, 1, 48, false), Error);  // k not whole blocks
   }
-  EXPECT_EQ(checked, 4);
-  Buffer small(ctx, 64 * sizeof(float));
-  EXPECT_THROW(ops.matmul_q8_0(small, small, small, small, 1, 1, 48, false), Error);  // k not whole blocks
 }
 
 // x += y at a length not a multiple of the workgroup, and at one past 65535 workgroups of 256 (the second

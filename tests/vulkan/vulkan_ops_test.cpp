@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <random>
 #include <span>
 #include <string>
@@ -41,33 +42,102 @@ TEST(Vulkan, DevicesDescribeThemselves) {
   }
 }
 
-// The f32 product against ref::matmul over ragged shapes (no dimension a multiple of the 16 x 16 tile but the
-// first), overwriting and accumulating.
-TEST(Vulkan, MatmulF32MatchesTheReference) {
+// The f32 product against ref::matmul over ragged shapes, overwriting and accumulating, in both variants: no
+// dimension a multiple of the tiled variant's 16 x 16 tile but the first's; for the registers variant's 32 x
+// 128 workgroup tiles and K in chunks of 8: one row, rows and columns one past a workgroup's, three
+// workgroups each way, K with and without a remainder.
+TEST(Vulkan, MatmulF32MatchesTheReferenceInBothVariants) {
   NEED_DEVICE();
   Context ctx(0);
-  Ops ops(ctx);
-  int checked = 0;
-  for (auto [m, n, k] :
-       {std::tuple<uint32_t, uint32_t, uint32_t>{16, 64, 128}, {1, 33, 65}, {7, 100, 300}, {37, 129, 17}}) {
-    SCOPED_TRACE(std::to_string(m) + " x " + std::to_string(n) + " x " + std::to_string(k));
-    const auto x = random_values(size_t{m} * k, 1.0f, m), w = random_values(size_t{n} * k, 0.05f, n);
-    const auto base = random_values(size_t{m} * n, 1.0f, k);
-    std::vector<float> want(size_t{m} * n);
-    ref::matmul(x.data(), w.data(), m, n, k, want.data());
-    Buffer bx = device_copy(ctx, x), bw = device_copy(ctx, w), by = device_copy(ctx, base);
-    ops.matmul_f32(bx, bw, by, m, n, k, /*accumulate=*/false);
-    std::vector<float> got(want.size());
-    by.download(std::span<float>(got));
-    EXPECT_LT(test::max_relative_error(got, want), 1e-5f);
-    ops.matmul_f32(bx, bw, by, m, n, k, /*accumulate=*/true);  // base was overwritten: y = 2 · x·Wᵀ now
-    by.download(std::span<float>(got));
-    std::vector<float> twice = want;
-    for (float& t : twice) t *= 2;
-    EXPECT_LT(test::max_relative_error(got, twice), 1e-5f);  // no looser than 2e-5 of one product's scale
-    ++checked;
+  for (MatmulVariant variant : test_util::kMatmulVariants) {
+    SCOPED_TRACE(variant_name(variant));
+    Ops ops(ctx, variant);
+    ASSERT_EQ(ops.matmul_variant(), variant);
+    int checked = 0;
+    for (auto [m, n, k] : {std::tuple<uint32_t, uint32_t, uint32_t>{16, 64, 128},
+                           {1, 33, 65},
+                           {7, 100, 300},
+                           {37, 129, 17},
+                           {70, 300, 200}}) {
+      SCOPED_TRACE(std::to_string(m) + " x " + std::to_string(n) + " x " + std::to_string(k));
+      const auto x = random_values(size_t{m} * k, 1.0f, m), w = random_values(size_t{n} * k, 0.05f, n);
+      const auto base = random_values(size_t{m} * n, 1.0f, k);
+      std::vector<float> want(size_t{m} * n);
+      ref::matmul(x.data(), w.data(), m, n, k, want.data());
+      Buffer bx = device_copy(ctx, x), bw = device_copy(ctx, w), by = device_copy(ctx, base);
+      ops.matmul_f32(bx, bw, by, m, n, k, /*accumulate=*/false);
+      std::vector<float> got(want.size());
+      by.download(std::span<float>(got));
+      EXPECT_LT(test::max_relative_error(got, want), 1e-5f);
+      ops.matmul_f32(bx, bw, by, m, n, k, /*accumulate=*/true);  // base was overwritten: y = 2 · x·Wᵀ now
+      by.download(std::span<float>(got));
+      std::vector<float> twice = want;
+      for (float& t : twice) t *= 2;
+      EXPECT_LT(test::max_relative_error(got, twice), 1e-5f);  // no looser than 2e-5 of one product's scale
+      ++checked;
+    }
+    EXPECT_EQ(checked, 5);
   }
-  EXPECT_EQ(checked, 4);
+}
+
+// DLLM_VULKAN_MATMUL as the test sets it, back to what it was at the end of the scope.
+class MatmulEnv {
+ public:
+  MatmulEnv() : had_(std::getenv("DLLM_VULKAN_MATMUL") != nullptr) {
+    if (had_) before_ = std::getenv("DLLM_VULKAN_MATMUL");
+  }
+  ~MatmulEnv() { set(had_ ? before_.c_str() : nullptr); }
+  MatmulEnv(const MatmulEnv&) = delete;
+  MatmulEnv& operator=(const MatmulEnv&) = delete;
+  void set(const char* value) {  // nullptr: unset
+    if (value)
+      setenv("DLLM_VULKAN_MATMUL", value, 1);
+    else
+      unsetenv("DLLM_VULKAN_MATMUL");
+  }
+
+ private:
+  bool had_;
+  std::string before_;
+};
+
+// Ops(ctx) runs the registers products on a CPU device that can (lavapipe: subgroups of 8 with
+// subgroupBroadcast) and the tiled ones elsewhere; DLLM_VULKAN_MATMUL=tiled|registers overrides that, and
+// another value is an error naming the variable and the value.
+TEST(Vulkan, TheMatmulVariantFollowsTheDeviceUnlessDllmVulkanMatmulSaysOtherwise) {
+  MatmulEnv env;
+  env.set(nullptr);
+  DeviceInfo cpu;
+  cpu.cpu = true;
+  cpu.subgroup_size = 8;
+  cpu.subgroup_broadcast = true;
+  DeviceInfo gpu = cpu;
+  gpu.cpu = false;
+  gpu.subgroup_size = 32;
+  DeviceInfo narrow = cpu;  // llvmpipe on 128-bit vectors: subgroups of 4
+  narrow.subgroup_size = 4;
+  EXPECT_EQ(default_matmul_variant(cpu), MatmulVariant::kRegisters);
+  EXPECT_EQ(default_matmul_variant(gpu), MatmulVariant::kTiled);
+  EXPECT_EQ(default_matmul_variant(narrow), MatmulVariant::kTiled);
+  env.set("tiled");
+  EXPECT_EQ(default_matmul_variant(cpu), MatmulVariant::kTiled);
+  env.set("registers");
+  EXPECT_EQ(default_matmul_variant(gpu), MatmulVariant::kRegisters);
+  env.set("shared");
+  try {
+    default_matmul_variant(cpu);
+    ADD_FAILURE() << "DLLM_VULKAN_MATMUL=shared was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("DLLM_VULKAN_MATMUL=shared"), std::string::npos) << e.what();
+  }
+  if (!test_util::have_device()) return;
+  Context ctx(0);
+  EXPECT_THROW(Ops ops(ctx), Error);
+  env.set(nullptr);
+  const DeviceInfo& d = ctx.info();
+  const bool registers = d.cpu && d.subgroup_size >= 8 && d.subgroup_broadcast;
+  EXPECT_EQ(Ops(ctx).matmul_variant(), registers ? MatmulVariant::kRegisters : MatmulVariant::kTiled)
+      << d.name;
 }
 
 // Per row: argmax (the first on ties), the argmax's softmax probability, the margin to the second and

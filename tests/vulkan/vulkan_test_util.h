@@ -13,6 +13,7 @@
 #include "test_util.h"
 #include "vulkan/buffer.h"
 #include "vulkan/context.h"
+#include "vulkan/ops.h"
 
 namespace dllm::vk::test_util {
 
@@ -28,6 +29,10 @@ inline bool have_device() {
 #define NEED_DEVICE()                        \
   if (!::dllm::vk::test_util::have_device()) \
   GTEST_SKIP() << "no Vulkan device (apt-get install mesa-vulkan-drivers: lavapipe runs Vulkan on the CPU)"
+
+// The products' two variants (vk::MatmulVariant), which every product test runs: Ops(ctx) takes only one of
+// them on a given device (registers on lavapipe, tiled on GPUs).
+inline constexpr MatmulVariant kMatmulVariants[] = {MatmulVariant::kTiled, MatmulVariant::kRegisters};
 
 // n normal values of standard deviation `scale` (test::randn, the kernel tests' generator).
 inline std::vector<float> random_values(size_t n, float scale, uint32_t seed) {

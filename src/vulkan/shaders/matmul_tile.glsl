@@ -1,7 +1,8 @@
-// The product every matmul_*.comp shares: y[M, N] (+)= x[M, K] · W[N, K]ᵀ (W in PyTorch's layout), f32 x and y,
-// f32 accumulation; 16 x 16 output tiles, K in steps of 16 through shared memory. The plain path every Vulkan
-// 1.1 device runs (lavapipe in CI); faster paths choose themselves. The including shader declares its weight
-// buffers (bindings 2..) and defines weight(n, k), W[n, k] as f32 (called with n < N, k < K).
+// The product every matmul_*.comp shares (GPUs): y[M, N] (+)= x[M, K] · W[N, K]ᵀ (W in PyTorch's layout), f32
+// x and y, f32 accumulation; 16 x 16 output tiles, K in steps of 16 through shared memory. The plain path every
+// Vulkan 1.1 GPU runs; faster paths choose themselves (CPU devices take matmul_registers.glsl: see vk::Ops).
+// The including shader includes a weights_*.glsl after it, which declares the weight buffers (bindings 2..)
+// and defines weight(n, k), W[n, k] as f32 (called with n < N, k < K).
 layout(local_size_x = 16, local_size_y = 16) in;
 layout(std430, binding = 0) readonly buffer X { float x[]; };
 layout(std430, binding = 1) buffer Y { float y[]; };
