@@ -62,21 +62,25 @@ void for_each_matrix(const TransformerWeights& w, F&& f) {
   }
   f(w.head);
 }
+
+// The norm and bias vectors the forward hands to the backend (the router's expert_bias stays on the host).
+template <class F>
+void for_each_vector(const TransformerWeights& w, F&& f) {
+  for (const LayerWeights& L : w.layers)
+    for (const auto* v : {&L.attn_norm, &L.ffn_norm, &L.q_bias, &L.k_bias, &L.v_bias, &L.q_norm, &L.k_norm})
+      if (!v->empty()) f(*v);
+  f(w.final_norm);
+}
 }  // namespace
 
 void Transformer::set_backend(std::unique_ptr<Backend> backend) {
   std::lock_guard<std::mutex> lock(mutex_);
   size_t bytes = 0;
   for_each_matrix(weights_, [&](const MatMul& m) { bytes += backend->bytes_to_hold(m); });
-  for (const LayerWeights& L : weights_.layers)
-    for (const auto* v : {&L.attn_norm, &L.ffn_norm, &L.q_bias, &L.k_bias, &L.v_bias, &L.q_norm, &L.k_norm})
-      bytes += v->size() * sizeof(float);
-  backend->reserve(bytes + weights_.final_norm.size() * sizeof(float));
+  for_each_vector(weights_, [&](const std::vector<float>& v) { bytes += v.size() * sizeof(float); });
+  backend->reserve(bytes);
   for_each_matrix(weights_, [&](const MatMul& m) { backend->hold(m); });
-  for (const LayerWeights& L : weights_.layers)
-    for (const auto* v : {&L.attn_norm, &L.ffn_norm, &L.q_bias, &L.k_bias, &L.v_bias, &L.q_norm, &L.k_norm})
-      if (!v->empty()) backend->hold(*v);
-  backend->hold(weights_.final_norm);
+  for_each_vector(weights_, [&](const std::vector<float>& v) { backend->hold(v); });
   backend_ = std::move(backend);
 }
 
@@ -150,12 +154,10 @@ size_t Transformer::weight_bytes() const {
   } else if (weights_.embedding) {
     bytes += weights_.embedding->nbytes;
   }
-  auto vec = [](const std::vector<float>& v) { return v.size() * sizeof(float); };
-  for (const auto& L : weights_.layers) {
-    bytes += vec(L.attn_norm) + vec(L.ffn_norm) + vec(L.q_bias) + vec(L.k_bias) + vec(L.v_bias);
-    bytes += vec(L.q_norm) + vec(L.k_norm) + (L.moe ? vec(L.moe->expert_bias) : 0);
-  }
-  return bytes + vec(weights_.final_norm);
+  for_each_vector(weights_, [&](const std::vector<float>& v) { bytes += v.size() * sizeof(float); });
+  for (const auto& L : weights_.layers)
+    if (L.moe) bytes += L.moe->expert_bias.size() * sizeof(float);
+  return bytes;
 }
 
 size_t Transformer::matrix_bytes() const {

@@ -186,15 +186,13 @@ void VulkanBackend::write(const Tensor& t, const float* values) {
 }
 
 void VulkanBackend::read(const Tensor& t, int64_t first, int64_t count, float* out) {
-  const bool was_recording = ops_->recording();
-  if (was_recording) {
+  if (ops_->recording()) {  // the ops after this one open the next recording (ensure_recording)
     ops_->submit();
     ++traffic_.submits;
   }
   buf(t).download(std::span<float>(out, static_cast<size_t>(count * t.cols)),
                   static_cast<size_t>(first * t.cols) * sizeof(float));
   traffic_.downloaded += static_cast<double>(count * t.cols * sizeof(float));
-  if (was_recording) ops_->begin();  // the forward goes on
 }
 
 void VulkanBackend::rms_norm(const Tensor& x, std::span<const float> w, float eps, const Tensor& out) {
