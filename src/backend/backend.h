@@ -1,12 +1,13 @@
-// The seam between the one transformer forward (model/transformer.cpp) and the devices that run it. The forward
-// says what happens (norm, project, rotate, attend, route experts, head) in these ops, once; a backend says how on
-// its device: the CPU backend calls the kernels in src/kernels on host memory, the Vulkan backend records compute
-// shaders into one command buffer per forward (src/backend/vulkan). Weights stay the loaded MatMul objects and
-// vectors; a device backend keeps its own copy of each, made once (hold), found by the object's address.
+// The seam between the one transformer forward (model/transformer.cpp) and the devices that run it. The
+// forward says what happens (norm, project, rotate, attend, route experts, head) in these ops, once; a
+// backend says how on its device: the CPU backend calls the kernels in src/kernels on host memory, the Vulkan
+// backend records compute shaders into one command buffer per forward (src/backend/vulkan). Weights stay the
+// loaded MatMul objects and vectors; a device backend keeps its own copy of each, made once (hold), found by
+// the object's address.
 //
-// Kept small on purpose, as ggml's and CTranslate2's op sets are: activations are f32 Tensor handles, each op a
-// virtual call on whole tensors, and the little state that is fixed for a forward (positions, masks) given once
-// in begin() instead of to every layer's ops.
+// Kept small on purpose, as ggml's and CTranslate2's op sets are: activations are f32 Tensor handles, each op
+// a virtual call on whole tensors, and the little state that is fixed for a forward (positions, masks) given
+// once in begin() instead of to every layer's ops.
 #pragma once
 
 #include <cstdint>
@@ -72,7 +73,22 @@ class Backend {
   virtual Traffic traffic() const { return {}; }
 
   // Activations by role, reused across forwards (grown when a forward needs more).
-  enum class Slot { kX, kH, kQ, kK, kV, kAtt, kGate, kUp, kRows, kNormed, kLogits, kRouter, kExperts, kCount };
+  enum class Slot {
+    kX,
+    kH,
+    kQ,
+    kK,
+    kV,
+    kAtt,
+    kGate,
+    kUp,
+    kRows,
+    kNormed,
+    kLogits,
+    kRouter,
+    kExperts,
+    kCount
+  };
   virtual Tensor activation(Slot slot, int64_t rows, int64_t cols) = 0;
   // The tensor's host address where it has one (the CPU backend), else null.
   virtual float* host(const Tensor& /*t*/) const { return nullptr; }
@@ -88,7 +104,8 @@ class Backend {
   virtual void rms_norm(const Tensor& x, std::span<const float> w, float eps, const Tensor& out) = 0;
   // y (+)= x · wᵀ, and ys[i] = x · ws[i]ᵀ for matrices of one input (q, k, v; gate, up).
   virtual void matmul(const MatMul& w, const Tensor& x, const Tensor& y, bool accumulate) = 0;
-  virtual void matmul_group(std::span<const MatMul* const> ws, const Tensor& x, std::span<const Tensor> ys) = 0;
+  virtual void matmul_group(std::span<const MatMul* const> ws, const Tensor& x,
+                            std::span<const Tensor> ys) = 0;
   virtual void add_bias(const Tensor& x, std::span<const float> bias) = 0;  // every row += bias
   // NeoX RoPE in place on x [rows, heads * head_dim] at the setup's positions.
   virtual void rope(const Tensor& x, int64_t heads) = 0;
@@ -97,7 +114,7 @@ class Backend {
                          const Tensor& out) = 0;
   virtual void zero_invalid_rows(const Tensor& x) = 0;  // the setup's query_valid = 0 rows to zeros
   virtual void silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out) = 0;  // silu(gate) ⊙ up
-  virtual void add(const Tensor& x, const Tensor& y) = 0;                               // x += y
+  virtual void add(const Tensor& x, const Tensor& y) = 0;                              // x += y
   virtual void copy_rows(const Tensor& src, int64_t src_row, const Tensor& dst, int64_t dst_row,
                          int64_t count) = 0;
   // out [rows of h, d] = Σ over the runs of weight · down(silu(gate(h)) ⊙ up(h)) for each run's rows, added

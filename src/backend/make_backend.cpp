@@ -25,8 +25,9 @@ std::unique_ptr<Backend> make_backend(BackendKind kind, int device) {
   return std::make_unique<VulkanBackend>(device);
 #else
   (void)device;
-  fail("--backend vulkan: this build has no Vulkan backend (it needs libvulkan-dev and glslc at build time: "
-       "apt-get install libvulkan-dev glslc mesa-vulkan-drivers, then configure again)");
+  fail(
+      "--backend vulkan: this build has no Vulkan backend (it needs libvulkan-dev and glslc at build time: "
+      "apt-get install libvulkan-dev glslc mesa-vulkan-drivers, then configure again)");
 #endif
 }
 

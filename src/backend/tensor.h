@@ -1,6 +1,6 @@
-// An f32 activation on a backend: `rows` x `cols` values, row-major and contiguous, in memory the backend owns
-// (host memory for the CPU, a device buffer for a GPU). The forward passes these handles to the backend's ops
-// and never reads through them itself: only the CPU backend's tensors have a host address.
+// An f32 activation on a backend: `rows` x `cols` values, row-major and contiguous, in memory the backend
+// owns (host memory for the CPU, a device buffer for a GPU). The forward passes these handles to the
+// backend's ops and never reads through them itself: only the CPU backend's tensors have a host address.
 #pragma once
 
 #include <cstdint>

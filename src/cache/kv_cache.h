@@ -1,6 +1,6 @@
-// Keys and values of every layer for the rows of one sequence batch: what Fast-dLLM's prefix and dual caches keep
-// between denoising steps. Filled by a forward with CacheOp::kStore, read (and partly overwritten) by kReuse.
-// Keys are stored after RoPE, so a reused key needs no position bookkeeping.
+// Keys and values of every layer for the rows of one sequence batch: what Fast-dLLM's prefix and dual caches
+// keep between denoising steps. Filled by a forward with CacheOp::kStore, read (and partly overwritten) by
+// kReuse. Keys are stored after RoPE, so a reused key needs no position bookkeeping.
 #pragma once
 
 #include <cstdint>

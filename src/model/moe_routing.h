@@ -12,8 +12,8 @@
 
 namespace dllm {
 
-// Per expert, the (token, weight) pairs routed to it, tokens ascending. As LLaDA2MoeGate / Qwen3-MoE do it, in
-// f32: scores from the router logits [n, experts] (sigmoid or softmax), the choice on scores + expert_bias
+// Per expert, the (token, weight) pairs routed to it, tokens ascending. As LLaDA2MoeGate / Qwen3-MoE do it,
+// in f32: scores from the router logits [n, experts] (sigmoid or softmax), the choice on scores + expert_bias
 // (limited to the best groups, a group scored by its two best experts), the weights from the unbiased scores.
 std::vector<std::vector<std::pair<int64_t, float>>> route_tokens(const TransformerConfig::Moe& cfg,
                                                                  std::span<const float> expert_bias,

@@ -29,7 +29,6 @@ Transformer::Transformer(TransformerConfig config, std::unique_ptr<Checkpoint> c
             config_.rope_freq_factors),
       backend_(make_backend(BackendKind::kCpu)) {}
 
-
 void Transformer::embed(std::span<const int32_t> tokens, float* out) const {
   const int64_t d = config_.info.d_model;
   if (weights_.embedding_blocks) {
@@ -332,7 +331,8 @@ std::vector<float> Transformer::run(const ForwardInput& input) {
   if (op == CacheOp::kExtend && cache->empty()) B.kv_reset(*cache, n_layers, 1, 0, kv_dim);
   std::span<const uint8_t> key_valid;
   if (op == CacheOp::kReuse) {
-    if (std::find(cache->valid.begin(), cache->valid.end(), 0) != cache->valid.end()) key_valid = cache->valid;
+    if (std::find(cache->valid.begin(), cache->valid.end(), 0) != cache->valid.end())
+      key_valid = cache->valid;
   } else if (any_invalid) {
     key_valid = query_valid;
   }
@@ -353,7 +353,8 @@ std::vector<float> Transformer::run(const ForwardInput& input) {
     embedded = staging.data();
   }
   embed(input.tokens, embedded);
-  B.begin({positions, &rope_, key_valid, any_invalid ? std::span<const uint8_t>(query_valid) : std::span<const uint8_t>()});
+  B.begin({positions, &rope_, key_valid,
+           any_invalid ? std::span<const uint8_t>(query_valid) : std::span<const uint8_t>()});
   struct Abandon {  // a forward that throws leaves no half-recorded work behind
     Backend& b;
     bool done = false;
@@ -366,9 +367,14 @@ std::vector<float> Transformer::run(const ForwardInput& input) {
   if (B.kind() == BackendKind::kCpu && token_in_one_region_ && op == CacheOp::kExtend &&
       n <= MatMul::kShareRows && !input.hidden_states && !any_invalid && omp_get_max_threads() > 1 &&
       !omp_in_parallel() && token_in_one_region_possible()) {
-    const TokenScratch scratch{B.host(x),   B.host(h),   B.host(q),
-                               B.host(k),   B.host(v),   B.host(att),
-                               B.host(B.activation(Slot::kGate, n, ffn)), B.host(B.activation(Slot::kUp, n, ffn))};
+    const TokenScratch scratch{B.host(x),
+                               B.host(h),
+                               B.host(q),
+                               B.host(k),
+                               B.host(v),
+                               B.host(att),
+                               B.host(B.activation(Slot::kGate, n, ffn)),
+                               B.host(B.activation(Slot::kUp, n, ffn))};
     auto logits = run_token(scratch, n, positions.data(), *cache, offset, input.cache_append,
                             input.attention_block, input.logits_from, logits_end(input));
     cache->seq_len = offset + input.cache_append;
@@ -511,8 +517,7 @@ std::vector<float> Transformer::run_token(const TokenScratch& s, int64_t n, cons
       std::vector<float>& cv = cache.v[l];
       if (t == 0) rms_norm(s.x, w.attn_norm.data(), n, d, eps, s.h);
       done(KernelKind::kNorm);
-      multiply_share(MatmulRole::kQkv, {&w.q, &w.k, &w.v}, s.h, n, {s.q, s.k, s.v},
-                     false);
+      multiply_share(MatmulRole::kQkv, {&w.q, &w.k, &w.v}, s.h, n, {s.q, s.k, s.v}, false);
       if (t == 0) {  // biases, q/k norms, RoPE and the cache append: counted as rope
         if (config_.qkv_bias) {
           add_bias(s.q, w.q_bias.data(), n, q_dim);
@@ -529,9 +534,8 @@ std::vector<float> Transformer::run_token(const TokenScratch& s, int64_t n, cons
         cv.insert(cv.end(), s.v, s.v + n * kv_dim);
       }
       done(KernelKind::kRope);
-      attention_heads(s.q, ck.data(), cv.data(), 1, n, offset + n, mi.n_heads, mi.n_kv_heads, hd,
-                      nullptr, s.att, block, offset, t * mi.n_heads / threads,
-                      (t + 1) * mi.n_heads / threads);
+      attention_heads(s.q, ck.data(), cv.data(), 1, n, offset + n, mi.n_heads, mi.n_kv_heads, hd, nullptr,
+                      s.att, block, offset, t * mi.n_heads / threads, (t + 1) * mi.n_heads / threads);
       done(KernelKind::kAttention);
       multiply_share(MatmulRole::kOut, {&w.o}, s.att, n, {s.x}, true);
       if (t == 0) {
@@ -560,7 +564,8 @@ const char* Transformer::matmul_role_name(MatmulRole role) {
   return kNames[static_cast<int>(role)];
 }
 
-void Transformer::multiply(MatmulRole role, const MatMul& w, const Tensor& x, const Tensor& y, bool accumulate) {
+void Transformer::multiply(MatmulRole role, const MatMul& w, const Tensor& x, const Tensor& y,
+                           bool accumulate) {
   const MatMul* ws[] = {&w};
   timed(role, ws, [&] { backend_->matmul(w, x, y, accumulate); });
 }
@@ -616,9 +621,8 @@ void Transformer::mixture_of_experts(const MoeWeights& w, int64_t n, const Tenso
       auto& slot = w.packed_on_use[static_cast<size_t>(e)];
       std::call_once(slot.once, [&] { pack_expert(w, static_cast<size_t>(e), slot); });
     }
-    const ExpertMatrices mats = B.kind() == BackendKind::kCpu
-                                    ? expert_matrices(w, e)
-                                    : ExpertMatrices{w.gate[e], w.up[e], w.down[e]};
+    const ExpertMatrices mats =
+        B.kind() == BackendKind::kCpu ? expert_matrices(w, e) : ExpertMatrices{w.gate[e], w.up[e], w.down[e]};
     moe_stats_.experts_run += 1;
     moe_stats_.expert_bytes +=
         static_cast<double>(mats.gate.weight_bytes() + mats.up.weight_bytes() + mats.down.weight_bytes());
@@ -638,7 +642,8 @@ void Transformer::mixture_of_experts(const MoeWeights& w, int64_t n, const Tenso
         std::chrono::duration<double>(std::chrono::steady_clock::now() - experts_start).count();
   if (w.shared_gate.out_features() > 0) {
     const int64_t width = w.shared_gate.out_features();
-    const Tensor gate = B.activation(Backend::Slot::kGate, n, width), up = B.activation(Backend::Slot::kUp, n, width);
+    const Tensor gate = B.activation(Backend::Slot::kGate, n, width),
+                 up = B.activation(Backend::Slot::kUp, n, width);
     B.matmul(w.shared_gate, h, gate, false);
     B.matmul(w.shared_up, h, up, false);
     B.silu_mul(gate, up, gate);

@@ -367,7 +367,8 @@ void run_bench(const BenchOptions& o) {
   const nlohmann::json device = {
       {"backend", transformer->backend().describe()},
       {"uploaded_mb_per_forward", (traffic_after.uploaded - traffic_before.uploaded) * per_forward / 1e6},
-      {"downloaded_mb_per_forward", (traffic_after.downloaded - traffic_before.downloaded) * per_forward / 1e6},
+      {"downloaded_mb_per_forward",
+       (traffic_after.downloaded - traffic_before.downloaded) * per_forward / 1e6},
       {"submits_per_forward",
        static_cast<double>(traffic_after.submits - traffic_before.submits) * per_forward}};
   peak_f32 = std::max(peak_f32, measure_f32_fma_peak_gflops(0.5));

@@ -68,9 +68,11 @@ Meaning parse_word(const char* flag, const std::string& value,
 }  // namespace
 
 Precision parse_dtype(const std::string& name) {
-  return parse_word<Precision>(
-      "--dtype", name,
-      {{"auto", Precision::kAuto}, {"f32", Precision::kF32}, {"bf16", Precision::kBF16}, {"f16", Precision::kF16}});
+  return parse_word<Precision>("--dtype", name,
+                               {{"auto", Precision::kAuto},
+                                {"f32", Precision::kF32},
+                                {"bf16", Precision::kBF16},
+                                {"f16", Precision::kF16}});
 }
 
 std::string loadavg() {
@@ -156,14 +158,16 @@ int& device_flag() {
 }
 
 BackendKind parse_backend(const std::string& name) {
-  return parse_word<BackendKind>("--backend", name, {{"cpu", BackendKind::kCpu}, {"vulkan", BackendKind::kVulkan}});
+  return parse_word<BackendKind>("--backend", name,
+                                 {{"cpu", BackendKind::kCpu}, {"vulkan", BackendKind::kVulkan}});
 }
 
 void add_backend_options(CLI::App* cmd) {
-  cmd->add_option("--backend", backend_flag(),
-                  "Where the forward runs: cpu (this machine's cores: oneDNN / OpenBLAS and our AVX2 / AVX-512 "
-                  "kernels) | vulkan (a Vulkan device, --device; `dllm devices` lists them: NVIDIA, AMD, Intel "
-                  "and Apple GPUs, Mesa's lavapipe on a CPU). The weights are copied to the device once, at load")
+  cmd->add_option(
+         "--backend", backend_flag(),
+         "Where the forward runs: cpu (this machine's cores: oneDNN / OpenBLAS and our AVX2 / AVX-512 "
+         "kernels) | vulkan (a Vulkan device, --device; `dllm devices` lists them: NVIDIA, AMD, Intel "
+         "and Apple GPUs, Mesa's lavapipe on a CPU). The weights are copied to the device once, at load")
       ->capture_default_str();
   cmd->add_option("--device", device_flag(), "With --backend vulkan: the device's index in `dllm devices`")
       ->check(CLI::NonNegativeNumber)

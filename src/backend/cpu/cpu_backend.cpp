@@ -37,7 +37,8 @@ void CpuBackend::matmul(const MatMul& w, const Tensor& x, const Tensor& y, bool 
   w.forward(f(x), x.rows, f(y), accumulate);
 }
 
-void CpuBackend::matmul_group(std::span<const MatMul* const> ws, const Tensor& x, std::span<const Tensor> ys) {
+void CpuBackend::matmul_group(std::span<const MatMul* const> ws, const Tensor& x,
+                              std::span<const Tensor> ys) {
   std::vector<float*> out;
   for (const Tensor& y : ys) out.push_back(f(y));
   MatMul::forward_group(ws, f(x), x.rows, out);

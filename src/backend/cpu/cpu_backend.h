@@ -1,5 +1,6 @@
-// The CPU backend: the forward's ops on host memory through src/kernels (oneDNN / OpenBLAS products, the AVX2 /
-// AVX-512 kernels), exactly the calls the forward made before the seam, so the same bits and the same speed.
+// The CPU backend: the forward's ops on host memory through src/kernels (oneDNN / OpenBLAS products, the AVX2
+// / AVX-512 kernels), exactly the calls the forward made before the seam, so the same bits and the same
+// speed.
 #pragma once
 
 #include <vector>
@@ -28,7 +29,8 @@ class CpuBackend final : public Backend {
   void zero_invalid_rows(const Tensor& x) override;
   void silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out) override;
   void add(const Tensor& x, const Tensor& y) override;
-  void copy_rows(const Tensor& src, int64_t src_row, const Tensor& dst, int64_t dst_row, int64_t count) override;
+  void copy_rows(const Tensor& src, int64_t src_row, const Tensor& dst, int64_t dst_row,
+                 int64_t count) override;
   void experts(std::span<const ExpertRun> runs, const Tensor& h, const Tensor& out) override;
   void kv_reset(KvCache& cache, int64_t layers, int64_t batch, int64_t len, int64_t kv_dim) override;
   void kv_write(KvCache& cache, int64_t layer, const Tensor& k, const Tensor& v, int64_t batch, int64_t seq,

@@ -28,10 +28,13 @@ struct VulkanBackend::DeviceKv {
 
 namespace {
 
-size_t floats(int64_t n) { return static_cast<size_t>(std::max<int64_t>(n, 1)) * sizeof(float); }
+size_t floats(int64_t n) {
+  return static_cast<size_t>(std::max<int64_t>(n, 1)) * sizeof(float);
+}
 
 uint32_t u32(int64_t v) {
-  if (v < 0 || v > static_cast<int64_t>(UINT32_MAX)) fail("Vulkan backend: size ", v, " does not fit 32 bits");
+  if (v < 0 || v > static_cast<int64_t>(UINT32_MAX))
+    fail("Vulkan backend: size ", v, " does not fit 32 bits");
   return static_cast<uint32_t>(v);
 }
 
@@ -82,7 +85,8 @@ void VulkanBackend::hold(const MatMul& w) {
     dw->data = std::make_unique<vk::Buffer>(*ctx_, rows.size());
     dw->data->upload(std::span<const uint8_t>(rows));
   } else {  // F16 / BF16: two to a uint32, rows padded to an even length
-    const auto packed = vk::pack_half_rows(reinterpret_cast<const uint16_t*>(rows.data()), u32(dw->n), u32(dw->k));
+    const auto packed =
+        vk::pack_half_rows(reinterpret_cast<const uint16_t*>(rows.data()), u32(dw->n), u32(dw->k));
     dw->data = std::make_unique<vk::Buffer>(*ctx_, packed.size() * sizeof(uint32_t));
     dw->data->upload(std::span<const uint32_t>(packed));
   }
@@ -215,14 +219,19 @@ void VulkanBackend::matmul(const MatMul& w, const Tensor& x, const Tensor& y, bo
     fail("Vulkan matmul: x has ", x.cols, " columns and y ", y.cols, " for a ", dw.n, " x ", dw.k, " weight");
   const uint32_t m = u32(x.rows), n = u32(dw.n), k = u32(dw.k);
   switch (dw.type) {
-    case DType::kF32: return ops_->matmul_f32(buf(x), *dw.data, buf(y), m, n, k, accumulate);
-    case DType::kF16: return ops_->matmul_f16(buf(x), *dw.data, buf(y), m, n, k, accumulate);
-    case DType::kBF16: return ops_->matmul_bf16(buf(x), *dw.data, buf(y), m, n, k, accumulate);
-    default: fail("Vulkan matmul: no product for weights held as ", dtype_name(dw.type));
+    case DType::kF32:
+      return ops_->matmul_f32(buf(x), *dw.data, buf(y), m, n, k, accumulate);
+    case DType::kF16:
+      return ops_->matmul_f16(buf(x), *dw.data, buf(y), m, n, k, accumulate);
+    case DType::kBF16:
+      return ops_->matmul_bf16(buf(x), *dw.data, buf(y), m, n, k, accumulate);
+    default:
+      fail("Vulkan matmul: no product for weights held as ", dtype_name(dw.type));
   }
 }
 
-void VulkanBackend::matmul_group(std::span<const MatMul* const> ws, const Tensor& x, std::span<const Tensor> ys) {
+void VulkanBackend::matmul_group(std::span<const MatMul* const> ws, const Tensor& x,
+                                 std::span<const Tensor> ys) {
   for (size_t i = 0; i < ws.size(); ++i) matmul(*ws[i], x, ys[i], /*accumulate=*/false);
 }
 
@@ -256,8 +265,8 @@ void VulkanBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v,
     }
     valid = ones_.get();
   }
-  vk::Buffer& scores =
-      grown(scores_, vk::Ops::attention_scratch_bytes(u32(s.batch), u32(s.q_len), u32(s.kv_len), u32(s.heads)));
+  vk::Buffer& scores = grown(
+      scores_, vk::Ops::attention_scratch_bytes(u32(s.batch), u32(s.q_len), u32(s.kv_len), u32(s.heads)));
   ops_->attention(buf(q), buf(k), buf(v), *valid, scores, buf(out), u32(s.batch), u32(s.q_len), u32(s.kv_len),
                   u32(s.heads), u32(s.kv_heads), u32(s.head_dim), u32(s.block), u32(s.q_offset));
 }

@@ -47,7 +47,8 @@ class VulkanBackend final : public Backend {
   void zero_invalid_rows(const Tensor& x) override;
   void silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out) override;
   void add(const Tensor& x, const Tensor& y) override;
-  void copy_rows(const Tensor& src, int64_t src_row, const Tensor& dst, int64_t dst_row, int64_t count) override;
+  void copy_rows(const Tensor& src, int64_t src_row, const Tensor& dst, int64_t dst_row,
+                 int64_t count) override;
   void experts(std::span<const ExpertRun> runs, const Tensor& h, const Tensor& out) override;
   void kv_reset(KvCache& cache, int64_t layers, int64_t batch, int64_t len, int64_t kv_dim) override;
   void kv_write(KvCache& cache, int64_t layer, const Tensor& k, const Tensor& v, int64_t batch, int64_t seq,
@@ -77,7 +78,7 @@ class VulkanBackend final : public Backend {
   std::unordered_map<const float*, std::unique_ptr<vk::Buffer>> vectors_;
   size_t held_bytes_ = 0;
   std::unique_ptr<vk::Buffer> slots_[static_cast<int>(Slot::kCount)];
-  std::unique_ptr<vk::Buffer> scores_, ones_;   // attention's scratch; an all-visible key mask
+  std::unique_ptr<vk::Buffer> scores_, ones_;  // attention's scratch; an all-visible key mask
   std::unique_ptr<vk::Buffer> cos_, sin_, key_valid_, query_keep_;  // this forward's, from begin()
   std::vector<std::unique_ptr<vk::Buffer>> retired_;  // replaced while the recording may still read them
   ForwardSetup setup_;
