@@ -23,9 +23,10 @@ namespace dllm {
 
 // The precision weights are held and multiplied in (--dtype). kAuto keeps the checkpoint's: f32 files run in
 // f32 (the exact path), bf16 files in bf16, f16 files in f16, quantized GGUF tensors as LoadOptions::weights
-// says. kF32 forces f32 weights and activations; kBF16 forces bf16 weights (f16 ones rounded to bf16) with bf16
-// activations and f32 accumulation where the CPU has AVX512_BF16, f32 products on the bf16 weights elsewhere;
-// kF16 forces f16 weights (f32 and bf16 ones rounded to f16) with f32 activations and f32 products.
+// says. kF32 forces f32 weights and activations; kBF16 forces bf16 weights (f16 ones rounded to bf16) with
+// bf16 activations and f32 accumulation where the CPU has AVX512_BF16, f32 products on the bf16 weights
+// elsewhere; kF16 forces f16 weights (f32 and bf16 ones rounded to f16) with f32 activations and f32
+// products.
 enum class Precision { kAuto, kF32, kBF16, kF16 };
 
 // How the weight matrices of a GGUF file are held at run time (docs/gguf.md, "Quantized weights at run
@@ -147,6 +148,15 @@ inline int64_t logits_end(const ForwardInput& in) {
   return in.logits_to > 0 ? in.logits_to : seq;
 }
 
+// Per row of logits, what the deterministic denoising rules rank positions by: the argmax (the lowest index
+// on ties, as torch.argmax) and, of softmax(row), the argmax's probability, the margin p_top1 - p_top2 and Σ
+// p·log(p + 1e-10) (the negative entropy). Model::forward_stats reduces where the logits are computed, so
+// that a device backend sends O(rows) numbers back per step instead of rows x vocab_size floats.
+struct LogitStats {
+  int32_t argmax = 0;
+  float p_max = 0, margin = 0, neg_entropy = 0;
+};
+
 class Model {
  public:
   static Expected<std::shared_ptr<Model>> load(const std::string& path, const LoadOptions& options = {});
@@ -154,6 +164,12 @@ class Model {
   virtual const ModelInfo& info() const = 0;
   // Raw model logits [batch, logits_end(input) - logits_from, vocab_size] (no Dream shift applied).
   virtual Expected<std::vector<float>> forward(const ForwardInput& input) = 0;
+  // forward()'s logits rows reduced to LogitStats, one per row in the same order. The default reduces
+  // forward()'s logits on the host (in double); a model on a device backend reduces them there (in f32).
+  virtual Expected<std::vector<LogitStats>> forward_stats(const ForwardInput& input);
+  // Whether forward_stats saves the logits' trip back from a device: the denoising loops then rank positions
+  // from it wherever their rule needs nothing else of the logits (DenoiseLoop::takes_stats).
+  virtual bool reduces_on_device() const { return false; }
   // The fraction of the weights (by bytes) already in their run-time layout: below 1 while a background
   // thread still reorders mapped weights (WeightLayout::kMappedThenBackground). Forwards run meanwhile.
   virtual double weights_prepared() const { return 1.0; }

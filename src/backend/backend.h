@@ -99,6 +99,9 @@ class Backend {
   virtual void write(const Tensor& t, const float* values) = 0;  // all of t from the host
   // rows [first, first + count) of t to the host, after every op before it.
   virtual void read(const Tensor& t, int64_t first, int64_t count, float* out) = 0;
+  // LogitStats of rows [0, rows) of the logits t [rows, vocab], after every op before it: reduced where the
+  // logits are, so that a device sends back O(rows) numbers instead of the logits.
+  virtual void logit_stats(const Tensor& t, int64_t rows, LogitStats* out) = 0;
 
   // out[r] = w ⊙ x[r] / sqrt(mean(x[r]²) + eps) per row (out may be x).
   virtual void rms_norm(const Tensor& x, std::span<const float> w, float eps, const Tensor& out) = 0;

@@ -25,4 +25,11 @@ struct BatchedLogits {
 // error.
 BatchedLogits forward_plans(Model& model, std::span<const ForwardPlan* const> plans);
 
+// The same with each logits row reduced to its LogitStats (Model::forward_stats), for loops that take them.
+struct BatchedStats {
+  std::vector<std::vector<LogitStats>> stats;  // per plan, one a logits row in the plan's layout
+  int64_t rows = 0, len = 0;
+};
+BatchedStats forward_plans_stats(Model& model, std::span<const ForwardPlan* const> plans);
+
 }  // namespace dllm

@@ -226,6 +226,28 @@ const ForwardPlan& BlockDenoiser::plan() {
 }
 
 void BlockDenoiser::step(std::span<const float> logits) {
+  const int64_t V = info_.vocab_size;
+  if (logits.size() % static_cast<size_t>(V) != 0)
+    fail("BlockDenoiser::step: ", logits.size(), " logits are not rows of ", V);
+  step_with(static_cast<int64_t>(logits.size()) / V,
+            [&](int64_t i) { return block_draw(logits.subspan(i * V, V), s_.sampling, rng_); });
+}
+
+bool BlockDenoiser::takes_stats() const {
+  const BlockSampling& b = s_.sampling;
+  return b.temperature <= 0 && (b.greedy_raw_confidence || (b.top_k <= 0 && b.top_p >= 1.0));
+}
+
+void BlockDenoiser::step(std::span<const LogitStats> stats) {
+  if (!takes_stats()) fail("BlockDenoiser::step: this sampling reads the whole logits, not their stats");
+  step_with(static_cast<int64_t>(stats.size()), [&](int64_t i) {
+    return BlockDraw{stats[static_cast<size_t>(i)].argmax,
+                     static_cast<double>(stats[static_cast<size_t>(i)].p_max)};
+  });
+}
+
+template <class Draw>
+void BlockDenoiser::step_with(int64_t rows, Draw&& draw) {
   if (done_) fail("BlockDenoiser::step: generation is over");
   if (!planned_) plan();
   planned_ = false;
@@ -247,9 +269,8 @@ void BlockDenoiser::step(std::span<const float> logits) {
       start_block();
       break;
     case Phase::kDenoise:
-      if (static_cast<int64_t>(logits.size()) != B_ * info_.vocab_size)
-        fail("BlockDenoiser::step: ", logits.size(), " logits, expected ", B_, " x ", info_.vocab_size);
-      denoise_step(logits);
+      if (rows != B_) fail("BlockDenoiser::step: ", rows, " rows of logits, expected ", B_);
+      denoise_step(draw);
       break;
   }
   if (!done_) advance();
@@ -263,8 +284,9 @@ void BlockDenoiser::step(std::span<const float> logits) {
   event_.row = row_;
 }
 
-void BlockDenoiser::denoise_step(std::span<const float> logits) {
-  const int64_t lo = block_ * B_, V = info_.vocab_size;
+template <class Draw>
+void BlockDenoiser::denoise_step(Draw&& draw) {
+  const int64_t lo = block_ * B_;
   const bool t2t = s_.loop == BlockLoop::kLlada21;
   std::vector<uint8_t> active(B_), editable(B_);
   std::vector<int32_t> current(x_.begin() + lo, x_.begin() + lo + B_), drawn(current);
@@ -275,7 +297,7 @@ void BlockDenoiser::denoise_step(std::span<const float> logits) {
     editable[i] = !active[i] && lo + i >= P_;
     any_active = any_active || active[i];
     if (active[i] || (t2t && editable[i])) {
-      const BlockDraw d = block_draw(logits.subspan(i * V, V), s_.sampling, rng_);
+      const BlockDraw d = draw(i);
       drawn[i] = d.token;
       p[i] = d.p;
     }

@@ -23,9 +23,9 @@
 #include <vector>
 
 #include "cache/kv_cache.h"
+#include "core/rng.h"
 #include "denoise/block_sample.h"
 #include "denoise/denoiser.h"
-#include "core/rng.h"
 #include "dllm/dllm.h"
 
 namespace dllm {
@@ -56,6 +56,11 @@ class BlockDenoiser {
   bool done() const { return done_; }
   const ForwardPlan& plan();
   void step(std::span<const float> logits);
+  // The step from each logits row's LogitStats instead (Model::forward_stats): only where takes_stats().
+  void step(std::span<const LogitStats> stats);
+  // Greedy draws whose probability is the unfiltered softmax's (temperature 0, and no top-k / top-p filter or
+  // LLaDA2.1's raw confidence): the argmax and its probability are all a step reads of the logits.
+  bool takes_stats() const;
   void cancel();
 
   const StepEvent& event() const { return event_; }
@@ -69,7 +74,11 @@ class BlockDenoiser {
   void advance();              // runs the no-forward decisions until a forward is needed or the loop ends
   bool block_wants_forward();  // the loop's test at the start of an iteration
   void end_block();
-  void denoise_step(std::span<const float> logits);
+  // step() with `rows` rows given (logits or stats), draw(i) the token and probability of block position i.
+  template <class Draw>
+  void step_with(int64_t rows, Draw&& draw);
+  template <class Draw>
+  void denoise_step(Draw&& draw);
   bool block_has_mask() const;
   void finish() { done_ = true; }
 

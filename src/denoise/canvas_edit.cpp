@@ -65,6 +65,12 @@ class CanvasEditLoop final : public DenoiseLoop {
     return inner_->plan();
   }
 
+  // Scoring a canvas's own tokens reads their probabilities, not the argmax's: edits always take the logits.
+  bool takes_stats() override { return false; }
+  void step(std::span<const LogitStats>) override {
+    fail("canvas edit: a step reads the logits, not their stats");
+  }
+
   void step(std::span<const float> logits) override {
     if (done_) fail("canvas edit: the edit is over");
     if (scoring_) return score(logits);

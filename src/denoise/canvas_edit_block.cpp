@@ -71,6 +71,12 @@ class BlockCanvasEditLoop final : public DenoiseLoop {
     return plan_;
   }
 
+  // Scoring a canvas's own tokens reads their probabilities, not the argmax's: edits always take the logits.
+  bool takes_stats() override { return false; }
+  void step(std::span<const LogitStats>) override {
+    fail("canvas edit: a step reads the logits, not their stats");
+  }
+
   void step(std::span<const float> logits) override {
     if (done_) fail("canvas edit: the edit is over");
     const int64_t lo = blocks_[b_] * B_, n = plan_.len - lo, V = info_.vocab_size;

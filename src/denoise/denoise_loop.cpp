@@ -19,11 +19,12 @@ class BidirectionalLoop final : public DenoiseLoop {
   const ForwardPlan& plan() override { return d_.plan(); }
   void step(std::span<const float> logits) override {
     d_.step(logits);
-    event_ = d_.event();
-    final_.clear();
-    if (event_.canvas)
-      for (const auto& row : *event_.canvas) final_.push_back(static_cast<int64_t>(row.size()));
-    event_.final_prefix = &final_;  // a committed token never changes
+    after_step();
+  }
+  bool takes_stats() override { return d_.takes_stats(); }
+  void step(std::span<const LogitStats> stats) override {
+    d_.step(stats);
+    after_step();
   }
   void cancel() override { d_.cancel(); }
   const StepEvent& event() const override { return event_; }
@@ -33,6 +34,14 @@ class BidirectionalLoop final : public DenoiseLoop {
   bool block_loop() const override { return false; }
 
  private:
+  void after_step() {
+    event_ = d_.event();
+    final_.clear();
+    if (event_.canvas)
+      for (const auto& row : *event_.canvas) final_.push_back(static_cast<int64_t>(row.size()));
+    event_.final_prefix = &final_;  // a committed token never changes
+  }
+
   Denoiser d_;
   StepEvent event_;
   std::vector<int64_t> final_;
@@ -58,18 +67,18 @@ class BlockLoops final : public DenoiseLoop {
     if (done_) fail("DenoiseLoop::step: generation is over");
     if (d_->done()) next();
     d_->step(logits);
-    event_ = d_->event();
-    const BlockSettings& s = d_->settings();
-    const int64_t size = event_.canvas ? static_cast<int64_t>((*event_.canvas)[0].size()) : 0;
-    int64_t frozen = size;  // LLaDA2.0 / SDAR never change a committed token; nothing changes once done
-    if (!d_->done() && s.loop == BlockLoop::kLlada21) {
-      const int64_t prompt = static_cast<int64_t>(prompts_[row_].size());
-      frozen = std::clamp<int64_t>(event_.block * s.block_length - prompt, 0, size);
-    }
-    // The canvas is whole blocks: what lies past gen_length is never part of the output.
-    final_.assign(1, std::min(frozen, s.gen_length));
-    event_.final_prefix = &final_;
-    if (d_->done()) finish_row();
+    after_step();
+  }
+  bool takes_stats() override {
+    if (done_) return false;
+    if (d_->done()) next();
+    return d_->takes_stats();
+  }
+  void step(std::span<const LogitStats> stats) override {
+    if (done_) fail("DenoiseLoop::step: generation is over");
+    if (d_->done()) next();
+    d_->step(stats);
+    after_step();
   }
   void cancel() override {
     if (done_) return;
@@ -87,6 +96,20 @@ class BlockLoops final : public DenoiseLoop {
   bool block_loop() const override { return true; }
 
  private:
+  void after_step() {
+    event_ = d_->event();
+    const BlockSettings& s = d_->settings();
+    const int64_t size = event_.canvas ? static_cast<int64_t>((*event_.canvas)[0].size()) : 0;
+    int64_t frozen = size;  // LLaDA2.0 / SDAR never change a committed token; nothing changes once done
+    if (!d_->done() && s.loop == BlockLoop::kLlada21) {
+      const int64_t prompt = static_cast<int64_t>(prompts_[row_].size());
+      frozen = std::clamp<int64_t>(event_.block * s.block_length - prompt, 0, size);
+    }
+    // The canvas is whole blocks: what lies past gen_length is never part of the output.
+    final_.assign(1, std::min(frozen, s.gen_length));
+    event_.final_prefix = &final_;
+    if (d_->done()) finish_row();
+  }
   void next() {
     d_ = std::make_unique<BlockDenoiser>(info_, prompts_[row_], params_, static_cast<int64_t>(row_));
     if (d_->done()) fail("generate: nothing to denoise");  // cannot happen: gen_length > 0
@@ -121,7 +144,8 @@ std::unique_ptr<DenoiseLoop> make_denoise_loop(const ModelInfo& info,
   if (info.block_size > 0) {
     if (infill)
       fail("infill: ", info.architecture,
-           " is a block-diffusion family; infilling is not offered (its attention is block-causal: a block never "
+           " is a block-diffusion family; infilling is not offered (its attention is block-causal: a block "
+           "never "
            "sees the text after it, so a suffix could not shape the span; generate continues a prefix)");
     return std::make_unique<BlockLoops>(info, prompts, params);
   }

@@ -5,7 +5,7 @@
 //
 //   std::unique_ptr<DenoiseLoop> d = make_denoise_loop(model.info(), prompts, params);  // validates params
 //   while (!d->done()) {
-//     d->step(model.forward(d->plan().input()).value());
+//     d->step(model.forward(d->plan().input()).value());  // or forward_stats where d->takes_stats()
 //     if (!callback(d->event())) d->cancel();
 //   }
 //   GenerateResult r = d->result();
@@ -31,6 +31,11 @@ class DenoiseLoop {
   virtual bool done() const = 0;
   virtual const ForwardPlan& plan() = 0;
   virtual void step(std::span<const float> logits) = 0;
+  // Whether the next step() may be given the plan's LogitStats (Model::forward_stats) instead of its logits,
+  // and that step. run_denoise_loop does so on a model that reduces on a device (Model::reduces_on_device),
+  // so that the logits never leave it.
+  virtual bool takes_stats() = 0;
+  virtual void step(std::span<const LogitStats> stats) = 0;
   virtual void cancel() = 0;
   virtual const StepEvent& event() const = 0;
   virtual GenerateResult result() const = 0;

@@ -440,10 +440,12 @@ Denoiser::Eligible Denoiser::eligible(bool reuse) const {
   return e;
 }
 
-// Token and score of every eligible position, each from its own random stream.
-void Denoiser::predict_positions(const float* logits, int64_t span, const Eligible& e) {
+// Token and score of every eligible position, each from its own random stream; predict(row, rng) reads the
+// position's row (of logits or their stats), row = (b * span) + source(pos) - first logit.
+template <class Predict>
+void Denoiser::predict_positions(const Eligible& e, Predict&& predict) {
   const int32_t mask = info_.mask_id;
-  const int64_t vocab = info_.vocab_size;
+  const int64_t span = plan_.logits_rows();
   const int64_t first_logit = plan_.canvas_offset + plan_.logits_from;
   auto source = [&](int64_t pos) { return s_.shift && pos > 0 ? pos - 1 : pos; };  // Dream's logit shift
   pred_.resize(batch_ * e.width);
@@ -453,8 +455,7 @@ void Denoiser::predict_positions(const float* logits, int64_t span, const Eligib
       const int64_t pos = e.lo + i;
       if (pos < e.lo_of[b] || pos >= e.hi_of[b] || x_[b][pos] != mask || finished_[b]) continue;
       Rng rng(stream_seed(params_.seed, forwards_, b, pos));
-      const float* row = logits + ((b * span) + source(pos) - first_logit) * vocab;
-      pred_[b * e.width + i] = predict({row, static_cast<size_t>(vocab)}, s_.prediction, rng);
+      pred_[b * e.width + i] = predict(b * span + source(pos) - first_logit, rng);
     }
 }
 
@@ -522,15 +523,40 @@ std::vector<int64_t> Denoiser::choose(int64_t b, const Eligible& e, const StepCo
 
 void Denoiser::step(std::span<const float> logits_in) {
   if (!planned_) fail("denoiser: step() without a plan()");
-  planned_ = false;
-  const ForwardPlan& p = plan_;
-  const int64_t vocab = info_.vocab_size, span = p.logits_rows();
-  if (static_cast<int64_t>(logits_in.size()) != p.rows * span * vocab)
-    fail("denoiser: got ", logits_in.size(), " logits, the plan needs ", p.rows * span * vocab);
-  ++forwards_;
-  forward_tokens_ += p.rows * p.len;
+  const int64_t vocab = info_.vocab_size, span = plan_.logits_rows();
+  if (static_cast<int64_t>(logits_in.size()) != plan_.rows * span * vocab)
+    fail("denoiser: got ", logits_in.size(), " logits, the plan needs ", plan_.rows * span * vocab);
   std::vector<float> combined;
   const float* logits = guide(logits_in.data(), span, combined);
+  step_with([&](int64_t row, Rng& rng) {
+    return predict({logits + row * vocab, static_cast<size_t>(vocab)}, s_.prediction, rng);
+  });
+}
+
+bool Denoiser::takes_stats() const {
+  const PredictionOptions& o = s_.prediction;
+  const bool filtered = o.rule == TokenRule::kDream && (o.top_p < 1.0 || o.top_k > 0);
+  return o.temperature <= 0 && !s_.cfg && !filtered && o.suppress_token < 0 && o.confidence_exclude[0] < 0 &&
+         o.confidence_exclude[1] < 0;
+}
+
+void Denoiser::step(std::span<const LogitStats> stats) {
+  if (!planned_) fail("denoiser: step() without a plan()");
+  if (!takes_stats()) fail("denoiser: this step's rule reads the whole logits, not their stats");
+  const int64_t rows = plan_.rows * plan_.logits_rows();
+  if (static_cast<int64_t>(stats.size()) != rows)
+    fail("denoiser: got the stats of ", stats.size(), " rows, the plan needs ", rows);
+  step_with([&](int64_t row, Rng& rng) {
+    return prediction_from_stats(stats[static_cast<size_t>(row)], s_.prediction.score, rng);
+  });
+}
+
+template <class Predict>
+void Denoiser::step_with(Predict&& predict) {
+  planned_ = false;
+  const ForwardPlan& p = plan_;
+  ++forwards_;
+  forward_tokens_ += p.rows * p.len;
 
   const Eligible e = eligible(p.cache_op == CacheOp::kReuse);
   // llama-diffusion-cli runs the forward first and ends the block when it then finds no mask in it (an
@@ -542,7 +568,7 @@ void Denoiser::step(std::span<const float> logits_in) {
   for (auto& c : committed_) c.clear();
   for (auto& c : committed_scores_) c.clear();
   if (!llama_cli_break) {
-    predict_positions(logits, span, e);
+    predict_positions(e, predict);
     const StepCounts n = step_counts(e);
     for (int64_t b = 0; b < batch_; ++b) {
       if (finished_[b]) continue;

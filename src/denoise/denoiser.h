@@ -83,6 +83,11 @@ class Denoiser {
   // The forward this step needs; built once per step (asking again before step() returns the same plan).
   const ForwardPlan& plan();
   void step(std::span<const float> logits);
+  // The step from each logits row's LogitStats instead (Model::forward_stats): only where takes_stats().
+  void step(std::span<const LogitStats> stats);
+  // The token rule is the argmax and the score one of the softmax's statistics (or no read of the logits at
+  // all): temperature 0, no classifier-free guidance, no suppressed or excluded ids, no top-k / top-p filter.
+  bool takes_stats() const;
   void cancel();
 
   const StepEvent& event() const { return event_; }  // of the last step()
@@ -104,7 +109,12 @@ class Denoiser {
   void build_plan();
   const float* guide(const float* logits, int64_t span, std::vector<float>& combined) const;
   Eligible eligible(bool reuse) const;
-  void predict_positions(const float* logits, int64_t span, const Eligible& e);
+  // pred_ of every eligible position, predict(pos, row) giving it from the row of logits (or stats) it reads.
+  template <class Predict>
+  void predict_positions(const Eligible& e, Predict&& predict);
+  // step() once the rows (of logits or stats) are checked: predict(row, rng) makes a position's Prediction.
+  template <class Predict>
+  void step_with(Predict&& predict);
   StepCounts step_counts(const Eligible& e) const;
   std::vector<int64_t> choose(int64_t row, const Eligible& e, const StepCounts& n) const;
 

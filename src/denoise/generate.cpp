@@ -32,8 +32,12 @@ Expected<GenerateResult> run_denoise_loop(Model& model, DenoiseLoop& loop, const
   return capture([&] {
     const auto start = std::chrono::steady_clock::now();
     while (!loop.done()) {
-      std::vector<float> logits = model.forward(loop.plan().input()).value();
-      loop.step(logits);
+      const ForwardInput in = loop.plan().input();
+      // On a device the logits stay there when the step needs only their per-row stats.
+      if (model.reduces_on_device() && loop.takes_stats())
+        loop.step(std::span<const LogitStats>(model.forward_stats(in).value()));
+      else
+        loop.step(std::span<const float>(model.forward(in).value()));
       if (on_step && !on_step(loop.event())) loop.cancel();
     }
     GenerateResult r = loop.result();

@@ -176,4 +176,26 @@ Prediction predict(std::span<const float> logits, const PredictionOptions& optio
                                            : predict_dream(logits, options, rng);
 }
 
+Prediction prediction_from_stats(const LogitStats& stats, Unmask score, Rng& rng) {
+  Prediction p;
+  p.token = stats.argmax;
+  switch (score) {
+    case Unmask::kConfidence:
+      p.confidence = stats.p_max;
+      break;
+    case Unmask::kMargin:
+      p.confidence = stats.margin;
+      break;
+    case Unmask::kEntropy:
+      p.confidence = stats.neg_entropy;
+      break;
+    case Unmask::kRandom:
+      p.confidence = rng.uniform();
+      break;
+    default:  // kSequential: every position ties, the leftmost goes first
+      p.confidence = 0;
+  }
+  return p;
+}
+
 }  // namespace dllm

@@ -48,11 +48,12 @@ std::optional<DType> plain_dtype(GgmlType t) {
 class TensorTaker {
  public:
   TensorTaker(std::shared_ptr<GgufFile> file, WeightFormat weights, ExpertPacking experts,
-              WeightLayout layout)
+              WeightLayout layout, BackendKind backend)
       : file_(std::move(file)),
         weights_(weights),
         layout_(layout),
-        pack_experts_(experts == ExpertPacking::kAtLoad) {}
+        pack_experts_(experts == ExpertPacking::kAtLoad),
+        device_(backend != BackendKind::kCpu) {}
 
   const GgufTensor& take(const std::string& name, std::vector<int64_t> shape) {
     const GgufTensor* t = file_->find_tensor(name);
@@ -163,6 +164,14 @@ class TensorTaker {
   MatMul blocks(GgmlType type, const uint8_t* data, int64_t count, int64_t in, ComputeType ct, bool allow_q8,
                 bool expert, std::shared_ptr<std::vector<uint8_t>> moved) const {
     const bool k_quant = type == GgmlType::kQ4_K || type == GgmlType::kQ6_K;
+    // A device backend copies Q8_0 and Q4_K blocks as they are stored (and dequantises in its shaders): the
+    // mapped blocks stay a view, never repacked for the CPU's kernels.
+    if (device_ && allow_q8 && weights_ == WeightFormat::kAuto &&
+        ((type == GgmlType::kQ8_0 && in % 32 == 0) || (type == GgmlType::kQ4_K && in % 256 == 0))) {
+      std::shared_ptr<const void> owner = file_;
+      if (moved) owner = moved;
+      return quant::LinearGgml::view(type, data, count, in, owner);
+    }
     if (allow_q8 && weights_ == WeightFormat::kAuto) {
       if ((!expert || pack_experts_) && quant::LinearPacked::can_pack(type, count, in)) {
         auto packed = quant::LinearPacked::pack(type, data, count, in);
@@ -206,6 +215,7 @@ class TensorTaker {
   WeightFormat weights_;
   WeightLayout layout_;
   bool pack_experts_ = false;
+  bool device_ = false;  // the weights go to a device backend
   std::set<std::string> used_;
   std::string arch_;
   PrecisionTally tally_;
@@ -486,7 +496,7 @@ std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& opt
   m.precision = precision_of(ct);
   m.precision_reason = precision.reason;
 
-  TensorTaker take(file, options.weights, options.experts, options.layout);
+  TensorTaker take(file, options.weights, options.experts, options.layout, options.backend);
   take.set_arch(arch);
   TransformerWeights w;
   const int64_t d = m.d_model;

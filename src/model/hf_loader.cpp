@@ -3,6 +3,7 @@
 // safetensors (packed once by Linear), vectors converted to f32.
 #include <omp.h>
 
+#include "backend/logit_stats.h"
 #include "core/error.h"
 #include "io/gguf.h"
 #include "model/family.h"
@@ -23,8 +24,9 @@ std::vector<float> load_vector(Checkpoint& ckpt, const std::string& name, const 
 // needed: the Transformer holds the checkpoint and destroys its weights first.
 MatMul make_linear(const uint8_t* data, DType dtype, int64_t out, int64_t in, ComputeType compute,
                    WeightLayout layout, PrecisionTally& tally) {
-  MatMul m = layout == WeightLayout::kBlockedAtLoad ? Linear(data, dtype, out, in, compute)
-                                                    : Linear::in_place(data, dtype, out, in, compute, nullptr);
+  MatMul m = layout == WeightLayout::kBlockedAtLoad
+                 ? Linear(data, dtype, out, in, compute)
+                 : Linear::in_place(data, dtype, out, in, compute, nullptr);
   tally.add(std::string(dtype_name(dtype)), m);
   return m;
 }
@@ -98,8 +100,8 @@ std::shared_ptr<Model> load_hf(const Family& family, std::unique_ptr<Checkpoint>
   const auto head_shape = tensor_shape(TensorRole::kHead, c);
   if (c.tied_head) {
     if (family.tied_head_may_be_stored && ckpt->has(head)) ckpt->take(head, head_shape);
-    w.head =
-        make_linear(w.embedding->data, w.embedding->dtype, head_shape[0], head_shape[1], ct, options.layout, tally);
+    w.head = make_linear(w.embedding->data, w.embedding->dtype, head_shape[0], head_shape[1], ct,
+                         options.layout, tally);
   } else {
     w.head = load_linear(*ckpt, head, head_shape, ct, options.layout, tally);
   }
@@ -117,6 +119,15 @@ std::shared_ptr<Model> load_hf(const Family& family, std::unique_ptr<Checkpoint>
 }
 
 std::shared_ptr<Model> load_gguf(const std::string& path, const LoadOptions& options);  // gguf_loader.cpp
+
+Expected<std::vector<LogitStats>> Model::forward_stats(const ForwardInput& input) {
+  Expected<std::vector<float>> logits = forward(input);
+  if (!logits) return Expected<std::vector<LogitStats>>::failure(logits.error());
+  const int64_t vocab = info().vocab_size;
+  std::vector<LogitStats> stats(logits->size() / static_cast<size_t>(vocab));
+  logit_stats_host(logits->data(), static_cast<int64_t>(stats.size()), vocab, stats.data());
+  return stats;
+}
 
 Expected<std::shared_ptr<Model>> Model::load(const std::string& path, const LoadOptions& options) {
   return capture([&]() -> std::shared_ptr<Model> {

@@ -151,8 +151,10 @@ RandomWeights parse_random_weights(const std::string& name) {
 }
 
 std::shared_ptr<Model> make_random_model(const ModelShape& shape, int64_t n_layers, Precision precision,
-                                         uint64_t seed, RandomWeights weights, ExpertPacking experts) {
+                                         uint64_t seed, RandomWeights weights, ExpertPacking experts,
+                                         BackendKind backend) {
   const bool pack_experts = experts == ExpertPacking::kAtLoad;
+  const bool device = backend != BackendKind::kCpu;
   const Family* family = find_family(shape.family);
   if (!family) fail("model shape '", shape.name, "': unknown family '", shape.family, "'");
   nlohmann::json config = nlohmann::json::parse(shape.config);
@@ -196,7 +198,8 @@ std::shared_ptr<Model> make_random_model(const ModelShape& shape, int64_t n_laye
       for (const auto& [want, type] : {std::pair{RandomWeights::kQ8_0, GgmlType::kQ8_0},
                                        std::pair{RandomWeights::kQ4_0, GgmlType::kQ4_0},
                                        std::pair{RandomWeights::kQ4_K, GgmlType::kQ4_K}})
-        if (weights == want && (!expert || pack_experts) && quant::LinearPacked::can_pack(type, out, in))
+        if (weights == want && (!expert || pack_experts) && !(device && type != GgmlType::kQ4_0) &&
+            quant::LinearPacked::can_pack(type, out, in))
           return quant::LinearPacked::quantize_f32(type, rows, out, in);
       if (weights == RandomWeights::kQ8_0 && in % 32 == 0)
         return quant::LinearGgml::quantize_f32(GgmlType::kQ8_0, rows, out, in);

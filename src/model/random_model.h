@@ -33,9 +33,12 @@ RandomWeights parse_random_weights(const std::string& name);
 // Every tensor of the family's table: matrices, biases and expert biases uniform with std 0.02, norms 1,
 // weights held as `precision` (kAuto = bf16, the default of a real checkpoint of these sizes) or as `weights`
 // says. n_layers overrides the config's layer count when > 0.
-// experts: how quantized experts are held, as LoadOptions::experts (ExpertPacking).
+// experts: how quantized experts are held, as LoadOptions::experts (ExpertPacking). backend: where the model
+// will run (set_backend, by the caller): a device gets Q8_0 / Q4_K as GGUF blocks (as the GGUF loader leaves
+// them for a device), never packed for the CPU's kernels.
 std::shared_ptr<Model> make_random_model(const ModelShape& shape, int64_t n_layers, Precision precision,
                                          uint64_t seed, RandomWeights weights = RandomWeights::kPlain,
-                                         ExpertPacking experts = ExpertPacking::kOnFirstUse);
+                                         ExpertPacking experts = ExpertPacking::kOnFirstUse,
+                                         BackendKind backend = BackendKind::kCpu);
 
 }  // namespace dllm

@@ -248,10 +248,23 @@ int64_t Transformer::matrices() const {
 }
 
 Expected<std::vector<float>> Transformer::forward(const ForwardInput& input) {
-  return capture([&] { return run(input); });
+  return capture([&] { return run(input, nullptr); });
 }
 
-std::vector<float> Transformer::run(const ForwardInput& input) {
+Expected<std::vector<LogitStats>> Transformer::forward_stats(const ForwardInput& input) {
+  if (!reduces_on_device()) return Model::forward_stats(input);
+  return capture([&] {
+    std::vector<LogitStats> stats;
+    run(input, &stats);
+    return stats;
+  });
+}
+
+bool Transformer::reduces_on_device() const {
+  return backend_->kind() != BackendKind::kCpu;
+}
+
+std::vector<float> Transformer::run(const ForwardInput& input, std::vector<LogitStats>* stats) {
   const ModelInfo& mi = config_.info;
   const int64_t batch = input.batch;
   if (batch <= 0 || input.tokens.empty() || input.tokens.size() % static_cast<size_t>(batch) != 0)
@@ -364,7 +377,7 @@ std::vector<float> Transformer::run(const ForwardInput& input) {
   } abandon{B};
   B.write(x, embedded);
   record(x);
-  if (B.kind() == BackendKind::kCpu && token_in_one_region_ && op == CacheOp::kExtend &&
+  if (B.kind() == BackendKind::kCpu && !stats && token_in_one_region_ && op == CacheOp::kExtend &&
       n <= MatMul::kShareRows && !input.hidden_states && !any_invalid && omp_get_max_threads() > 1 &&
       !omp_in_parallel() && token_in_one_region_possible()) {
     const TokenScratch scratch{B.host(x),
@@ -445,8 +458,14 @@ std::vector<float> Transformer::run(const ForwardInput& input) {
   }
   const Tensor logits_t = B.activation(Slot::kLogits, batch * keep, mi.vocab_size);
   multiply(MatmulRole::kHead, weights_.head, normed, logits_t, /*accumulate=*/false);
-  std::vector<float> logits(static_cast<size_t>(batch * keep * mi.vocab_size));
-  B.read(logits_t, 0, batch * keep, logits.data());
+  std::vector<float> logits;
+  if (stats) {
+    stats->resize(static_cast<size_t>(batch * keep));
+    B.logit_stats(logits_t, batch * keep, stats->data());
+  } else {
+    logits.resize(static_cast<size_t>(batch * keep * mi.vocab_size));
+    B.read(logits_t, 0, batch * keep, logits.data());
+  }
   B.finish();
   abandon.done = true;
   return logits;

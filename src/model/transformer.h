@@ -114,6 +114,8 @@ class Transformer final : public Model {
   void prepare_weights_in_background();
   double weights_prepared() const override;
   Expected<std::vector<float>> forward(const ForwardInput& input) override;
+  Expected<std::vector<LogitStats>> forward_stats(const ForwardInput& input) override;
+  bool reduces_on_device() const override;  // on a device backend
   // Bytes of the weights as held at run time: matrices (f32 / bf16 / 8-bit), the embedding table (mapped or
   // owned; counted once when it is the tied 8-bit head) and the norm / bias vectors.
   size_t weight_bytes() const;
@@ -168,7 +170,8 @@ class Transformer final : public Model {
   const Backend& backend() const { return *backend_; }
 
  private:
-  std::vector<float> run(const ForwardInput& input);
+  // The logits of the input's rows, or (stats given) their LogitStats, reduced by the backend, and no logits.
+  std::vector<float> run(const ForwardInput& input, std::vector<LogitStats>* stats);
   void embed(std::span<const int32_t> tokens, float* out) const;
   // x += ffn(h) over n rows: the dense MLP or the routed experts.
   void feed_forward(const LayerWeights& w, int64_t n, const Tensor& x, const Tensor& h);

@@ -301,9 +301,16 @@ void Scheduler::run_step(const std::vector<Pending>& group) {
   const auto t0 = Clock::now();
   try {
     // One forward for every canvas of the group (denoise/batch_forward.h): rows right-padded to the longest.
-    BatchedLogits out = forward_plans(model_, plans);
-    std::vector<std::vector<float>>& per_job = out.logits;
-    const int64_t rows = out.rows, len = out.len;
+    // On a device, the logits stay there when every job's step needs only their per-row stats.
+    bool stats = model_.reduces_on_device();
+    for (const Pending& p : group) stats = stats && p.job->denoiser_->takes_stats();
+    BatchedLogits out;
+    BatchedStats out_stats;
+    if (stats)
+      out_stats = forward_plans_stats(model_, plans);
+    else
+      out = forward_plans(model_, plans);
+    const int64_t rows = stats ? out_stats.rows : out.rows, len = stats ? out_stats.len : out.len;
     metrics_.forward_seconds.observe(std::chrono::duration<double>(Clock::now() - t0).count());
     ++metrics_.forwards;
     metrics_.forward_rows += rows;
@@ -313,7 +320,10 @@ void Scheduler::run_step(const std::vector<Pending>& group) {
     for (size_t k = 0; k < group.size(); ++k) {
       Job& j = *group[k].job;
       try {
-        j.denoiser_->step(per_job[k]);
+        if (stats)
+          j.denoiser_->step(std::span<const LogitStats>(out_stats.stats[k]));
+        else
+          j.denoiser_->step(std::span<const float>(out.logits[k]));
         ++metrics_.steps;
         const StepEvent& ev = j.denoiser_->event();
         if (j.steps_++ == 0) {

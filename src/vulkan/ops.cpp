@@ -17,6 +17,8 @@
 #include "vulkan_shaders/matmul_f16_registers.h"
 #include "vulkan_shaders/matmul_f32.h"
 #include "vulkan_shaders/matmul_f32_registers.h"
+#include "vulkan_shaders/matmul_q4_k.h"
+#include "vulkan_shaders/matmul_q4_k_registers.h"
 #include "vulkan_shaders/matmul_q8_0.h"
 #include "vulkan_shaders/matmul_q8_0_registers.h"
 #include "vulkan_shaders/rms_norm.h"
@@ -196,9 +198,9 @@ Buffer& Ops::temporary(size_t bytes) {
 size_t Ops::descriptor_pools() const {
   size_t n = 0;
   for (const Kernel* k :
-       {matmul_f32_.get(), matmul_f16_.get(), matmul_bf16_.get(), matmul_q8_0_.get(), token_stats_.get(),
-        rms_norm_.get(), silu_mul_.get(), add_.get(), add_bias_.get(), zero_rows_.get(), gather_rows_.get(),
-        scatter_add_weighted_.get(), rope_neox_.get(), attention_.get()})
+       {matmul_f32_.get(), matmul_f16_.get(), matmul_bf16_.get(), matmul_q8_0_.get(), matmul_q4_k_.get(),
+        token_stats_.get(), rms_norm_.get(), silu_mul_.get(), add_.get(), add_bias_.get(), zero_rows_.get(),
+        gather_rows_.get(), scatter_add_weighted_.get(), rope_neox_.get(), attention_.get()})
     n += k ? k->pools() : 0;  // the products' kernels: null until first used
   return n;
 }
@@ -300,18 +302,36 @@ void Ops::matmul_q8_0(const Buffer& x, const Buffer& scales, const Buffer& quant
          {&x, &y, &scales, &quants}, m, n, k, accumulate);
 }
 
+void Ops::matmul_q4_k(const Buffer& x, const Buffer& scale_min, const Buffer& quants, Buffer& y, uint32_t m,
+                      uint32_t n, uint32_t k, bool accumulate) {
+  check_matmul("matmul_q4_k", x, y, m, n, k);
+  if (k % 256 != 0)
+    fail("Vulkan matmul_q4_k: k = ", k, " is not a multiple of Q4_K's 256-value super-blocks");
+  need(scale_min, uint64_t{n} * (k / 32) * 2, "matmul_q4_k scale_min");
+  need(quants, uint64_t{n} * (k / 8), "matmul_q4_k quants");
+  matmul(product(matmul_q4_k_, kMatmulQ4KSpv, kMatmulQ4KRegistersSpv, 4, "matmul_q4_k"),
+         {&x, &y, &scale_min, &quants}, m, n, k, accumulate);
+}
+
 // ---- per-row and elementwise ----
 
-TokenStats Ops::token_stats(const Buffer& logits, uint32_t rows, uint32_t vocab) {
-  if (recording())
-    fail("Vulkan token_stats: returns its result to the host, so it runs at once: submit() first");
+void Ops::token_stats(const Buffer& logits, Buffer& argmax, Buffer& stats, uint32_t rows, uint32_t vocab) {
   if (rows == 0 || vocab == 0) fail("Vulkan token_stats: ", rows, " rows of ", vocab, " logits");
   need(logits, uint64_t{rows} * vocab, "token_stats logits");
-  Buffer argmax(*ctx_, rows * sizeof(uint32_t)), stats(*ctx_, rows * 3 * sizeof(float));
+  need(argmax, rows, "token_stats argmax");
+  need(stats, uint64_t{rows} * 3, "token_stats stats");
   const StatsPush push{rows, vocab};
   Op op(*this);
   dispatch(*token_stats_, {&logits, &argmax, &stats}, &push, rows);
   op.done();
+}
+
+TokenStats Ops::token_stats(const Buffer& logits, uint32_t rows, uint32_t vocab) {
+  if (recording())
+    fail("Vulkan token_stats: returns its result to the host, so it runs at once: submit() first");
+  Buffer argmax(*ctx_, std::max<uint32_t>(rows, 1) * sizeof(uint32_t)),
+      stats(*ctx_, std::max<uint32_t>(rows, 1) * 3 * sizeof(float));
+  token_stats(logits, argmax, stats, rows, vocab);
   TokenStats out;
   out.argmax.resize(rows);
   argmax.download(std::span<uint32_t>(out.argmax));

@@ -1,5 +1,5 @@
 // The Vulkan ops, each checked against the CPU's scalar references (tests/vulkan): products of f32
-// activations with f32, f16, bf16 and Q8_0 weights, RMSNorm, SwiGLU's product, NeoX RoPE, attention
+// activations with f32, f16, bf16, Q8_0 and Q4_K weights, RMSNorm, SwiGLU's product, NeoX RoPE, attention
 // (grouped-query heads, the padding and block-causal masks), the elementwise and row ops a forward strings
 // them with (residual add, bias, row masks, gathers and weighted scatters of rows for the experts), buffer
 // copies, and the per-position reductions a denoising step ranks positions by, computed where the logits are
@@ -90,10 +90,17 @@ class Ops {
   // uints; k a multiple of 32.
   void matmul_q8_0(const Buffer& x, const Buffer& scales, const Buffer& quants, Buffer& y, uint32_t m,
                    uint32_t n, uint32_t k, bool accumulate);
+  // The same with w from Q4_K blocks as pack_q4_k lays it out: scale_min f32 [n, k / 32, 2] (d1, m1 of each
+  // sub-block of 32), quants [n, k / 8] uints; k a multiple of 256.
+  void matmul_q4_k(const Buffer& x, const Buffer& scale_min, const Buffer& quants, Buffer& y, uint32_t m,
+                   uint32_t n, uint32_t k, bool accumulate);
 
   // Per row of `logits` [rows, vocab]: argmax and the softmax statistics; downloads 16 bytes a row, so it
   // runs at once (an error while a recording is open).
   TokenStats token_stats(const Buffer& logits, uint32_t rows, uint32_t vocab);
+  // The same into buffers of the caller's (argmax [rows] uint32, stats [rows, 3]: p_max, margin,
+  // neg_entropy), recorded like the other ops.
+  void token_stats(const Buffer& logits, Buffer& argmax, Buffer& stats, uint32_t rows, uint32_t vocab);
   // out[r, :] = w ⊙ x[r, :] / sqrt(mean(x[r, :]²) + eps).
   void rms_norm(const Buffer& x, const Buffer& w, Buffer& out, uint32_t rows, uint32_t dim, float eps);
   // out = silu(gate) ⊙ up over n values.
@@ -152,7 +159,8 @@ class Ops {
 
   Context* ctx_;
   MatmulVariant matmul_variant_;
-  std::unique_ptr<Kernel> matmul_f32_, matmul_f16_, matmul_bf16_, matmul_q8_0_;  // product(): null until used
+  // product(): null until used
+  std::unique_ptr<Kernel> matmul_f32_, matmul_f16_, matmul_bf16_, matmul_q8_0_, matmul_q4_k_;
   std::unique_ptr<Kernel> token_stats_, rms_norm_, silu_mul_, add_, add_bias_, zero_rows_, gather_rows_,
       scatter_add_weighted_, rope_neox_, attention_;
   VkCommandBuffer cb_ = VK_NULL_HANDLE;  // the open recording

@@ -47,6 +47,31 @@ for extra in "" "--cache dual --threshold 0.9"; do
   gpu=$(run vulkan $extra)
   [ "$cpu" = "$gpu" ] || fail "vulkan ${extra:-exact}: $gpu, cpu: $cpu"
 done
+# The server on the device: the same answer as the server on the CPU (its steps take only the logits' stats back).
+tmp=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$tmp"' EXIT
+serve_text() {  # serve_text BACKEND -> the completion's text
+  "$bin" serve -m "$root/models/demo" --port 0 --gen-length 16 --block-length 8 --steps 8 --backend "$1" \
+    >"$tmp/serve_$1.log" 2>&1 &
+  local pid=$! port=""
+  for _ in $(seq 300); do
+    port=$(grep -oE "http://127\.0\.0\.1:[0-9]+" "$tmp/serve_$1.log" | head -1 | sed 's/.*://') || true
+    [ -n "$port" ] && curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break
+    port=""
+    sleep 0.2
+  done
+  [ -n "$port" ] || fail "serve --backend $1 did not come up: $(cat "$tmp/serve_$1.log")"
+  curl -sf "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' \
+    -d '{"prompt": "def add(a, b):\n    return", "max_tokens": 16, "temperature": 0}' |
+    python3 -c "import json, sys; print(repr(json.load(sys.stdin)['choices'][0]['text']))"
+  kill "$pid"
+  wait "$pid" 2>/dev/null || true
+}
+cpu=$(serve_text cpu)
+gpu=$(serve_text vulkan)
+[ "$cpu" = "$gpu" ] || fail "serve --backend vulkan answered $gpu, on the cpu $cpu"
+[ "$gpu" != "''" ] || fail "serve --backend vulkan answered an empty text"
+
 load=$("$bin" generate -m "$root/models/demo" --prompt-ids 1,2,3 --gen-length 8 --steps 2 --backend vulkan 2>&1 >/dev/null)
 grep -q "dllm: backend vulkan device 0: .* MB of weights on the device" <<<"$load" || fail "load line: $load"
-echo "backend: ok (the demo model's tokens on vulkan = cpu, exact and dual cache)"
+echo "backend: ok (the demo model's tokens on vulkan = cpu, exact and dual cache; serve answers the same: $gpu)"

@@ -1,6 +1,7 @@
 // The ops a whole forward strings together on the device, against scalar references on ragged shapes: the
-// products with f16, bf16 and Q8_0 weights (against the dequantised weights' f32 product), the residual add,
-// the bias, row masks, row gathers and weighted scatters, and RoPE and attention on the caller's buffers.
+// products with f16, bf16, Q8_0 and Q4_K weights (against the dequantised weights' f32 product), the residual
+// add, the bias, row masks, row gathers and weighted scatters, and RoPE and attention on the caller's
+// buffers.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include <span>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "core/dtype.h"
@@ -126,6 +128,96 @@ TEST(Vulkan, MatmulQ8_0MatchesTheDequantisedReferenceInBothVariants) {
     EXPECT_EQ(checked, 5);
     Buffer small(ctx, 64 * sizeof(float));
     EXPECT_THROW(ops.matmul_q8_0(small, small, small, small, 1, 1, 48, false), Error);  // k not whole blocks
+  }
+}
+
+// Q4_K rows packed by pack_q4_k give quant::dequantize's values exactly: d1·q - m1 from scale_min
+// [n, k / 32, 2] and the nibbles of quants [n, k / 8] (value 8i + j in bits 4j to 4j + 3). Rows ggml's
+// quantiser writes, and blocks of random bytes (every scale / min bit pattern, the six-bit packing's high
+// bits included) with finite d and dmin; several super-blocks a row. A k that is not whole super-blocks is an
+// error.
+TEST(Vulkan, PackQ4_KGivesTheDequantisedValues) {
+  for (bool random_bytes : {false, true}) {
+    SCOPED_TRACE(random_bytes ? "random bytes" : "quantised rows");
+    for (auto [n, k] : {std::pair<uint32_t, uint32_t>{1, 256}, {5, 512}, {13, 768}}) {
+      SCOPED_TRACE(std::to_string(n) + " x " + std::to_string(k));
+      const size_t count = size_t{n} * k;
+      std::vector<std::byte> blocks(ggml_row_bytes(GgmlType::kQ4_K, static_cast<int64_t>(count)));
+      ASSERT_EQ(blocks.size(), count / 256 * sizeof(quant::BlockQ4_K));
+      if (random_bytes) {
+        const auto noise = random_values(blocks.size(), 1000.0f, n + k);
+        for (size_t i = 0; i < blocks.size(); ++i)
+          blocks[i] = static_cast<std::byte>(static_cast<uint32_t>(static_cast<int64_t>(noise[i])) & 0xFF);
+        const auto scales = random_values(2 * count / 256, 0.01f, k);
+        for (size_t b = 0; b < count / 256; ++b) {
+          quant::BlockQ4_K block;
+          std::memcpy(&block, blocks.data() + b * sizeof(block), sizeof(block));
+          block.d = f32_to_f16(scales[2 * b]);
+          block.dmin = f32_to_f16(scales[2 * b + 1]);
+          std::memcpy(blocks.data() + b * sizeof(block), &block, sizeof(block));
+        }
+      } else {
+        const auto w = random_values(count, 0.05f, n * k);
+        quant::quantize(GgmlType::kQ4_K, w.data(), blocks.data(), static_cast<int64_t>(count));
+      }
+      std::vector<float> want(count);
+      quant::dequantize(GgmlType::kQ4_K, blocks.data(), want.data(), static_cast<int64_t>(count));
+      const PackedQ4_K packed = pack_q4_k(blocks.data(), n, k);
+      ASSERT_EQ(packed.scale_min.size(), count / 32 * 2);
+      ASSERT_EQ(packed.quants.size(), count / 8);
+      std::vector<float> got(count);
+      for (size_t i = 0; i < count; ++i) {
+        const float d1 = packed.scale_min[i / 32 * 2], m1 = packed.scale_min[i / 32 * 2 + 1];
+        const uint32_t q = (packed.quants[i / 8] >> (4 * (i % 8))) & 0xFu;
+        got[i] = d1 * static_cast<float>(q) - m1;
+      }
+      EXPECT_EQ(got, want);
+    }
+  }
+  const std::vector<std::byte> blocks(2 * sizeof(quant::BlockQ4_K));
+  EXPECT_THROW(pack_q4_k(blocks.data(), 1, 384), Error);  // k not whole super-blocks
+  EXPECT_THROW(pack_q4_k(blocks.data(), 0, 256), Error);
+}
+
+// Q4_K blocks as a GGUF file holds them (quant::quantize, ggml's reference quantiser), packed by pack_q4_k,
+// against ref::matmul of quant::dequantize's weights, in both variants on ragged m and n (K in whole
+// super-blocks, one to three of them).
+TEST(Vulkan, MatmulQ4_KMatchesTheDequantisedReferenceInBothVariants) {
+  NEED_DEVICE();
+  Context ctx(0);
+  for (MatmulVariant variant : test_util::kMatmulVariants) {
+    SCOPED_TRACE(variant_name(variant));
+    Ops ops(ctx, variant);
+    int checked = 0;
+    for (auto [m, n, k] : {Shape{16, 64, 256}, Shape{1, 33, 256}, Shape{7, 100, 512}, Shape{37, 129, 256},
+                           Shape{70, 300, 768}}) {
+      SCOPED_TRACE(std::to_string(m) + " x " + std::to_string(n) + " x " + std::to_string(k));
+      const auto x = random_values(size_t{m} * k, 1.0f, m), w = random_values(size_t{n} * k, 0.05f, n);
+      std::vector<std::byte> blocks(ggml_row_bytes(GgmlType::kQ4_K, int64_t{n} * k));
+      quant::quantize(GgmlType::kQ4_K, w.data(), blocks.data(), int64_t{n} * k);
+      std::vector<float> dequantised(w.size());
+      quant::dequantize(GgmlType::kQ4_K, blocks.data(), dequantised.data(), int64_t{n} * k);
+      std::vector<float> want(size_t{m} * n);
+      ref::matmul(x.data(), dequantised.data(), m, n, k, want.data());
+      const PackedQ4_K packed = pack_q4_k(blocks.data(), n, k);
+      ASSERT_EQ(packed.scale_min.size(), size_t{n} * k / 32 * 2);
+      ASSERT_EQ(packed.quants.size(), size_t{n} * k / 8);
+      Buffer bx = device_copy(ctx, x), bs = device_copy(ctx, packed.scale_min),
+             bq = device_copy(ctx, packed.quants);
+      Buffer by = device_copy(ctx, random_values(size_t{m} * n, 1.0f, k));
+      ops.matmul_q4_k(bx, bs, bq, by, m, n, k, /*accumulate=*/false);
+      EXPECT_LT(test::max_relative_error(download(by, want.size()), want), 1e-5f);
+      ops.matmul_q4_k(bx, bs, bq, by, m, n, k, /*accumulate=*/true);
+      for (float& t : want) t *= 2;
+      EXPECT_LT(test::max_relative_error(download(by, want.size()), want), 1e-5f);
+      ++checked;
+    }
+    EXPECT_EQ(checked, 5);
+    Buffer small(ctx, 64 * sizeof(float)), big(ctx, 2048 * sizeof(float));
+    EXPECT_THROW(ops.matmul_q4_k(small, small, small, small, 1, 1, 128, false), Error);  // k not whole blocks
+    // 64 rows of 256: scale_min needs 64 x 8 pairs, 1024 floats; one a sub-block (512) is too few.
+    Buffer half(ctx, 512 * sizeof(float));
+    EXPECT_THROW(ops.matmul_q4_k(big, half, big, big, 1, 64, 256, false), Error);
   }
 }
 

@@ -296,7 +296,8 @@ void run_bench(const BenchOptions& o) {
   } else {
     if (!o.json) std::fprintf(stderr, "dllm: building random model '%s'...\n", o.shape.c_str());
     model = make_random_model(find_shape(o.shape), o.layers, requested, 1234,
-                              parse_random_weights(weights_flag()), parse_experts(experts_flag()));
+                              parse_random_weights(weights_flag()), parse_experts(experts_flag()),
+                              parse_backend(backend_flag()));
     use_backend_flags(*model, o.json);
   }
   const ModelInfo& mi = model->info();

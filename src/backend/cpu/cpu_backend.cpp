@@ -6,6 +6,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "backend/logit_stats.h"
 #include "core/error.h"
 #include "kernels/profile.h"
 
@@ -27,6 +28,10 @@ void CpuBackend::write(const Tensor& t, const float* values) {
 
 void CpuBackend::read(const Tensor& t, int64_t first, int64_t count, float* out) {
   std::copy_n(f(t) + first * t.cols, count * t.cols, out);
+}
+
+void CpuBackend::logit_stats(const Tensor& t, int64_t rows, LogitStats* out) {
+  logit_stats_host(f(t), rows, t.cols, out);
 }
 
 void CpuBackend::rms_norm(const Tensor& x, std::span<const float> w, float eps, const Tensor& out) {

@@ -19,6 +19,7 @@ class CpuBackend final : public Backend {
   void finish() override {}
   void write(const Tensor& t, const float* values) override;
   void read(const Tensor& t, int64_t first, int64_t count, float* out) override;
+  void logit_stats(const Tensor& t, int64_t rows, LogitStats* out) override;
   void rms_norm(const Tensor& x, std::span<const float> w, float eps, const Tensor& out) override;
   void matmul(const MatMul& w, const Tensor& x, const Tensor& y, bool accumulate) override;
   void matmul_group(std::span<const MatMul* const> ws, const Tensor& x, std::span<const Tensor> ys) override;

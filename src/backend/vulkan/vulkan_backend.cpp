@@ -4,17 +4,24 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
+#include <type_traits>
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/ggml_types.h"
+#include "kernels/quant/linear_ggml.h"
 #include "vulkan/pack.h"
 
 namespace dllm {
 
 struct VulkanBackend::Weight {
-  DType type = DType::kF32;  // F32, F16 or BF16 on the device
+  // How the device holds it: f32 / f16 / bf16 rows, or GGUF blocks as pack_q8_0 / pack_q4_k lay them out
+  // (dequantised in the shader).
+  enum class Format { kF32, kF16, kBF16, kQ8_0, kQ4_K } format = Format::kF32;
   int64_t n = 0, k = 0;
-  std::unique_ptr<vk::Buffer> data;
+  std::unique_ptr<vk::Buffer> data;    // the rows, or the blocks' quants
+  std::unique_ptr<vk::Buffer> scales;  // Q8_0: d [n, k / 32]; Q4_K: (d·scale, dmin·min) [n, k / 32, 2]
 };
 
 // A KvCache's keys and values on the device: per layer, rows of kv_dim floats, `capacity` rows allocated.
@@ -61,8 +68,23 @@ std::string VulkanBackend::describe() const {
   return line;
 }
 
+namespace {
+
+// The GGUF block type the device multiplies as stored (Q8_0, Q4_K: the loader keeps them as views of the
+// file's blocks for a device backend), or nullopt: dequantised to f32 at load.
+std::optional<GgmlType> device_blocks(const MatMul& w) {
+  if (!w.is_ggml()) return std::nullopt;
+  const GgmlType t = w.ggml()->type();
+  if (t == GgmlType::kQ8_0 || t == GgmlType::kQ4_K) return t;
+  return std::nullopt;
+}
+
+}  // namespace
+
 size_t VulkanBackend::bytes_to_hold(const MatMul& w) const {
   const auto values = static_cast<size_t>(w.out_features() * w.in_features());
+  if (auto t = device_blocks(w))  // Q8_0: 8-bit quants + an f32 scale per 32; Q4_K: 4-bit + two f32 per 32
+    return *t == GgmlType::kQ8_0 ? values + values / 32 * 4 : values / 2 + values / 32 * 8;
   if (w.is_q8() || w.is_ggml() || w.is_packed()) return values * sizeof(float);  // dequantised to f32
   return w.weight_bytes();
 }
@@ -79,19 +101,40 @@ void VulkanBackend::hold(const MatMul& w) {
   auto dw = std::make_unique<Weight>();
   dw->n = w.out_features();
   dw->k = w.in_features();
-  std::vector<uint8_t> rows;
-  dw->type = w.export_rows(rows);
-  if (dw->type == DType::kF32) {
-    dw->data = std::make_unique<vk::Buffer>(*ctx_, rows.size());
-    dw->data->upload(std::span<const uint8_t>(rows));
-  } else {  // F16 / BF16: two to a uint32, rows padded to an even length
-    const auto packed =
-        vk::pack_half_rows(reinterpret_cast<const uint16_t*>(rows.data()), u32(dw->n), u32(dw->k));
-    dw->data = std::make_unique<vk::Buffer>(*ctx_, packed.size() * sizeof(uint32_t));
-    dw->data->upload(std::span<const uint32_t>(packed));
+  auto upload = [&](const auto& values) {
+    using T = typename std::decay_t<decltype(values)>::value_type;
+    auto b = std::make_unique<vk::Buffer>(*ctx_, std::max<size_t>(values.size() * sizeof(T), 16));
+    b->upload(std::span<const T>(values));
+    held_bytes_ += b->bytes();
+    traffic_.uploaded += static_cast<double>(values.size() * sizeof(T));
+    return b;
+  };
+  if (const auto blocks = device_blocks(w)) {
+    const void* data = w.ggml()->data();
+    if (*blocks == GgmlType::kQ8_0) {
+      const vk::PackedQ8_0 p = vk::pack_q8_0(data, u32(dw->n), u32(dw->k));
+      dw->format = Weight::Format::kQ8_0;
+      dw->scales = upload(p.scales);
+      dw->data = upload(p.quants);
+    } else {
+      const vk::PackedQ4_K p = vk::pack_q4_k(data, u32(dw->n), u32(dw->k));
+      dw->format = Weight::Format::kQ4_K;
+      dw->scales = upload(p.scale_min);
+      dw->data = upload(p.quants);
+    }
+    weights_.emplace(&w, std::move(dw));
+    return;
   }
-  held_bytes_ += dw->data->bytes();
-  traffic_.uploaded += static_cast<double>(dw->data->bytes());
+  std::vector<uint8_t> rows;
+  const DType type = w.export_rows(rows);
+  if (type == DType::kF32) {
+    dw->format = Weight::Format::kF32;
+    dw->data = upload(rows);
+  } else {  // F16 / BF16: two to a uint32, rows padded to an even length
+    dw->format = type == DType::kF16 ? Weight::Format::kF16 : Weight::Format::kBF16;
+    dw->data =
+        upload(vk::pack_half_rows(reinterpret_cast<const uint16_t*>(rows.data()), u32(dw->n), u32(dw->k)));
+  }
   weights_.emplace(&w, std::move(dw));
 }
 
@@ -199,6 +242,22 @@ void VulkanBackend::read(const Tensor& t, int64_t first, int64_t count, float* o
   traffic_.downloaded += static_cast<double>(count * t.cols * sizeof(float));
 }
 
+void VulkanBackend::logit_stats(const Tensor& t, int64_t rows, LogitStats* out) {
+  ensure_recording();
+  vk::Buffer& argmax = grown(stats_argmax_, static_cast<size_t>(rows) * sizeof(uint32_t));
+  vk::Buffer& values = grown(stats_values_, static_cast<size_t>(rows) * 3 * sizeof(float));
+  ops_->token_stats(buf(t), argmax, values, u32(rows), u32(t.cols));
+  ops_->submit();
+  ++traffic_.submits;
+  std::vector<uint32_t> a(static_cast<size_t>(rows));
+  std::vector<float> v(static_cast<size_t>(rows) * 3);
+  argmax.download(std::span<uint32_t>(a));
+  values.download(std::span<float>(v));
+  traffic_.downloaded += static_cast<double>(a.size() * sizeof(uint32_t) + v.size() * sizeof(float));
+  for (int64_t r = 0; r < rows; ++r)
+    out[r] = LogitStats{static_cast<int32_t>(a[r]), v[r * 3], v[r * 3 + 1], v[r * 3 + 2]};
+}
+
 void VulkanBackend::rms_norm(const Tensor& x, std::span<const float> w, float eps, const Tensor& out) {
   ensure_recording();
   const vk::Buffer& weight_buffer = vector(w);
@@ -218,15 +277,17 @@ void VulkanBackend::matmul(const MatMul& w, const Tensor& x, const Tensor& y, bo
   if (x.cols != dw.k || y.cols != dw.n)
     fail("Vulkan matmul: x has ", x.cols, " columns and y ", y.cols, " for a ", dw.n, " x ", dw.k, " weight");
   const uint32_t m = u32(x.rows), n = u32(dw.n), k = u32(dw.k);
-  switch (dw.type) {
-    case DType::kF32:
+  switch (dw.format) {
+    case Weight::Format::kF32:
       return ops_->matmul_f32(buf(x), *dw.data, buf(y), m, n, k, accumulate);
-    case DType::kF16:
+    case Weight::Format::kF16:
       return ops_->matmul_f16(buf(x), *dw.data, buf(y), m, n, k, accumulate);
-    case DType::kBF16:
+    case Weight::Format::kBF16:
       return ops_->matmul_bf16(buf(x), *dw.data, buf(y), m, n, k, accumulate);
-    default:
-      fail("Vulkan matmul: no product for weights held as ", dtype_name(dw.type));
+    case Weight::Format::kQ8_0:
+      return ops_->matmul_q8_0(buf(x), *dw.scales, *dw.data, buf(y), m, n, k, accumulate);
+    case Weight::Format::kQ4_K:
+      return ops_->matmul_q4_k(buf(x), *dw.scales, *dw.data, buf(y), m, n, k, accumulate);
   }
 }
 

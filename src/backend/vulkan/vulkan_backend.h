@@ -37,6 +37,7 @@ class VulkanBackend final : public Backend {
   void abandon() override;
   void write(const Tensor& t, const float* values) override;
   void read(const Tensor& t, int64_t first, int64_t count, float* out) override;
+  void logit_stats(const Tensor& t, int64_t rows, LogitStats* out) override;
   void rms_norm(const Tensor& x, std::span<const float> w, float eps, const Tensor& out) override;
   void matmul(const MatMul& w, const Tensor& x, const Tensor& y, bool accumulate) override;
   void matmul_group(std::span<const MatMul* const> ws, const Tensor& x, std::span<const Tensor> ys) override;
@@ -78,7 +79,8 @@ class VulkanBackend final : public Backend {
   std::unordered_map<const float*, std::unique_ptr<vk::Buffer>> vectors_;
   size_t held_bytes_ = 0;
   std::unique_ptr<vk::Buffer> slots_[static_cast<int>(Slot::kCount)];
-  std::unique_ptr<vk::Buffer> scores_, ones_;  // attention's scratch; an all-visible key mask
+  std::unique_ptr<vk::Buffer> stats_argmax_, stats_values_;  // logit_stats' results
+  std::unique_ptr<vk::Buffer> scores_, ones_;                // attention's scratch; an all-visible key mask
   std::unique_ptr<vk::Buffer> cos_, sin_, key_valid_, query_keep_;  // this forward's, from begin()
   std::vector<std::unique_ptr<vk::Buffer>> retired_;  // replaced while the recording may still read them
   ForwardSetup setup_;
