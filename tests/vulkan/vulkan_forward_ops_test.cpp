@@ -95,6 +95,19 @@ TEST(Vulkan, PackHalfRowsPadsEachRowToAnEvenLength) {
 // Q8_0 blocks as a GGUF file holds them (quant::quantize, ggml's reference quantiser), packed by pack_q8_0,
 // against ref::matmul of quant::dequantize's weights; negative quants included (sign extension in the
 // shader), in both variants on the f32 test's kinds of shapes (K in whole blocks).
+// w [n, k] quantised to `type` into `blocks`, and the reference x · dequantised(w)ᵀ [m, n] a product of those
+// blocks must give.
+std::vector<float> quantised_product(GgmlType type, const std::vector<float>& x, const std::vector<float>& w,
+                                     uint32_t m, uint32_t n, uint32_t k, std::vector<std::byte>& blocks) {
+  blocks.resize(ggml_row_bytes(type, int64_t{n} * k));
+  quant::quantize(type, w.data(), blocks.data(), int64_t{n} * k);
+  std::vector<float> dequantised(w.size());
+  quant::dequantize(type, blocks.data(), dequantised.data(), int64_t{n} * k);
+  std::vector<float> want(size_t{m} * n);
+  ref::matmul(x.data(), dequantised.data(), m, n, k, want.data());
+  return want;
+}
+
 TEST(Vulkan, MatmulQ8_0MatchesTheDequantisedReferenceInBothVariants) {
   NEED_DEVICE();
   Context ctx(0);
@@ -106,12 +119,8 @@ TEST(Vulkan, MatmulQ8_0MatchesTheDequantisedReferenceInBothVariants) {
          {Shape{16, 64, 128}, Shape{1, 33, 64}, Shape{7, 100, 96}, Shape{37, 129, 32}, Shape{70, 300, 224}}) {
       SCOPED_TRACE(std::to_string(m) + " x " + std::to_string(n) + " x " + std::to_string(k));
       const auto x = random_values(size_t{m} * k, 1.0f, m), w = random_values(size_t{n} * k, 0.05f, n);
-      std::vector<std::byte> blocks(ggml_row_bytes(GgmlType::kQ8_0, int64_t{n} * k));
-      quant::quantize(GgmlType::kQ8_0, w.data(), blocks.data(), int64_t{n} * k);
-      std::vector<float> dequantised(w.size());
-      quant::dequantize(GgmlType::kQ8_0, blocks.data(), dequantised.data(), int64_t{n} * k);
-      std::vector<float> want(size_t{m} * n);
-      ref::matmul(x.data(), dequantised.data(), m, n, k, want.data());
+      std::vector<std::byte> blocks;
+      std::vector<float> want = quantised_product(GgmlType::kQ8_0, x, w, m, n, k, blocks);
       const PackedQ8_0 packed = pack_q8_0(blocks.data(), n, k);
       ASSERT_EQ(packed.scales.size(), size_t{n} * k / 32);
       ASSERT_EQ(packed.quants.size(), size_t{n} * k / 4);
@@ -193,12 +202,8 @@ TEST(Vulkan, MatmulQ4_KMatchesTheDequantisedReferenceInBothVariants) {
                            Shape{70, 300, 768}}) {
       SCOPED_TRACE(std::to_string(m) + " x " + std::to_string(n) + " x " + std::to_string(k));
       const auto x = random_values(size_t{m} * k, 1.0f, m), w = random_values(size_t{n} * k, 0.05f, n);
-      std::vector<std::byte> blocks(ggml_row_bytes(GgmlType::kQ4_K, int64_t{n} * k));
-      quant::quantize(GgmlType::kQ4_K, w.data(), blocks.data(), int64_t{n} * k);
-      std::vector<float> dequantised(w.size());
-      quant::dequantize(GgmlType::kQ4_K, blocks.data(), dequantised.data(), int64_t{n} * k);
-      std::vector<float> want(size_t{m} * n);
-      ref::matmul(x.data(), dequantised.data(), m, n, k, want.data());
+      std::vector<std::byte> blocks;
+      std::vector<float> want = quantised_product(GgmlType::kQ4_K, x, w, m, n, k, blocks);
       const PackedQ4_K packed = pack_q4_k(blocks.data(), n, k);
       ASSERT_EQ(packed.scale_min.size(), size_t{n} * k / 32 * 2);
       ASSERT_EQ(packed.quants.size(), size_t{n} * k / 8);
