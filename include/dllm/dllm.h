@@ -157,6 +157,8 @@ struct LogitStats {
   float p_max = 0, margin = 0, neg_entropy = 0;
 };
 
+class CanvasDecoder;
+
 class Model {
  public:
   static Expected<std::shared_ptr<Model>> load(const std::string& path, const LoadOptions& options = {});
@@ -173,6 +175,59 @@ class Model {
   // The fraction of the weights (by bytes) already in their run-time layout: below 1 while a background
   // thread still reorders mapped weights (WeightLayout::kMappedThenBackground). Forwards run meanwhile.
   virtual double weights_prepared() const { return 1.0; }
+  // The encoder / decoder pair of a uniform-state canvas model (DiffusionGemma), or nullptr: such a model has
+  // no single forward over tokens (forward() is an error) and generate() runs its own sampler on this.
+  virtual CanvasDecoder* canvas_decoder() { return nullptr; }
+};
+
+// DiffusionGemma's sampler settings (docs/diffusion-gemma.md), by the reference's generate() names. An unset
+// field takes the model's generation_config.json value (CanvasDecoder::generation_defaults).
+struct UniformStateParams {
+  std::optional<int64_t> max_new_tokens;  // canvases = ceil(max_new_tokens / canvas_length)
+  std::optional<int64_t> max_length;      // counts only when max_new_tokens is 256 (the reference's rule)
+  std::optional<int64_t> max_denoising_steps;  // steps per canvas at most
+  std::optional<double> t_min, t_max;          // temperature schedule, t_max at the first step
+  std::optional<double> entropy_bound;  // accept the lowest-entropy positions while their sum stays below
+  std::optional<int64_t> stability_threshold;  // stop: argmax canvas unchanged over this many steps ...
+  std::optional<double> confidence_threshold;  // ... and mean entropy below this
+  std::optional<std::vector<int32_t>> eos_ids;
+  std::optional<int32_t> pad_id;
+};
+
+// Random draws recorded from the reference (the oracle's tape_randint / tape_samples): every uniform canvas
+// (the initial canvas and one renoise canvas per step) and every multinomial sample canvas, in call order,
+// each [batch][canvas_length]. A loop fed a tape draws nothing itself; running out is an error.
+struct RandomTape {
+  std::vector<std::vector<std::vector<int32_t>>> randint, samples;
+};
+// A JSON object with the keys tape_randint and tape_samples; the error names the file and key.
+Expected<RandomTape> read_random_tape(const std::string& path);
+
+// What a CanvasDecoder's encoder has seen of each row: its keys and values, per layer (opaque to callers).
+class EncoderCache {
+ public:
+  virtual ~EncoderCache() = default;
+  virtual int64_t batch() const = 0;
+  virtual int64_t length() const = 0;  // tokens encoded per row: the next token's position
+};
+
+// A causal encoder over the prompt and committed canvases and a bidirectional decoder over a canvas that
+// reads the encoder's cache without writing it; both share one set of weights (DiffusionGemma).
+class CanvasDecoder {
+ public:
+  virtual ~CanvasDecoder() = default;
+  virtual int64_t canvas_length() const = 0;
+  // generation_config.json's settings, every field set.
+  virtual const UniformStateParams& generation_defaults() const = 0;
+  virtual std::unique_ptr<EncoderCache> new_cache(int64_t batch) const = 0;
+  // Encodes tokens [batch * n] at positions cache.length() .. + n - 1 and appends them to the cache. Returns
+  // the encoder's last hidden states [batch * n, d_model] (after the final norm) when `hidden` is true.
+  virtual Expected<std::vector<float>> encode(EncoderCache& cache, std::span<const int32_t> tokens,
+                                              bool hidden = false) = 0;
+  // Logits [batch * canvas, vocab] (softcapped) of the canvas [batch * canvas] at positions cache.length()
+  // onwards. self_conditioning: the previous step's temperature-scaled logits, same shape, or empty (zeros).
+  virtual Expected<std::vector<float>> decode(const EncoderCache& cache, std::span<const int32_t> canvas,
+                                              std::span<const float> self_conditioning) = 0;
 };
 
 // LLaDA's `remasking` names for the "which positions" axis (see Unmask).
@@ -285,6 +340,14 @@ struct GenerateParams {
   // = the model's (ModelInfo). A model whose files do not name its mask id (ModelInfo::mask_id == -1) needs
   // one here.
   int32_t mask_id = -1, eos_id = -1;
+
+  // Uniform-state canvas models (DiffusionGemma: Model::canvas_decoder()). gen_length and steps do not apply
+  // there: its settings are these, by the reference's names. The seed draws the random canvases and samples
+  // unless a tape gives them.
+  UniformStateParams uniform_state;
+  std::shared_ptr<const RandomTape> tape;
+  std::vector<std::vector<int32_t>>
+      canvas_ids;  // per row, the first canvas (decoder_input_ids); empty: random
 };
 
 // What a step callback sees after each denoising step.
@@ -318,6 +381,10 @@ struct GenerateResult {
   int64_t forward_tokens = 0;  // tokens run through the model over all calls (cache savings)
   double seconds = 0;
   bool cancelled = false;
+  // Uniform-state loops: per row, generated tokens other than pad over the decoder calls made while the row
+  // was unfinished (the reference's tokens_per_forward), and the canvases run.
+  std::vector<double> tokens_per_forward;
+  int64_t canvases_run = 0;
 };
 
 Expected<GenerateResult> generate(Model& model, const std::vector<std::vector<int32_t>>& prompts,

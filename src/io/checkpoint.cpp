@@ -55,7 +55,8 @@ Checkpoint::Checkpoint(const std::string& dir) : dir_(dir) {
       const auto& shard = *shards_[shard_of_file[file]];
       auto found = shard.tensors().find(it.key());
       if (found == shard.tensors().end())
-        fail(index_path, ": tensor '", it.key(), "' is mapped to ", file, " but that file does not contain it");
+        fail(index_path, ": tensor '", it.key(), "' is mapped to ", file,
+             " but that file does not contain it");
       tensors_[it.key()] = &found->second;
     }
     for (const auto& shard : shards_)
@@ -63,8 +64,8 @@ Checkpoint::Checkpoint(const std::string& dir) : dir_(dir) {
         if (!index["weight_map"].contains(name))
           fail(shard->path(), ": tensor '", name, "' is not listed in ", index_path);
         else if (tensors_[name] != &view)
-          fail(shard->path(), ": tensor '", name, "' is also in ", tensors_[name]->file, ", which ", index_path,
-               " maps it to");
+          fail(shard->path(), ": tensor '", name, "' is also in ", tensors_[name]->file, ", which ",
+               index_path, " maps it to");
   } else {
     const std::string single = dir + "/model.safetensors";
     if (!file_exists(single)) fail(dir, ": no model.safetensors or model.safetensors.index.json");
@@ -90,10 +91,21 @@ const TensorView& Checkpoint::take(const std::string& name, const std::vector<in
   return t;
 }
 
+int64_t Checkpoint::skip_prefixed(const std::string& prefix) {
+  int64_t n = 0;
+  for (auto it = tensors_.lower_bound(prefix); it != tensors_.end() && it->first.rfind(prefix, 0) == 0;
+       ++it) {
+    used_.insert(it->first);
+    ++n;
+  }
+  return n;
+}
+
 void Checkpoint::check_all_used() const {
   for (const auto& [name, view] : tensors_)
     if (!used_.count(name))
-      fail(view->file, ": unexpected tensor '", name, "' (not part of the architecture described by config.json)");
+      fail(view->file, ": unexpected tensor '", name,
+           "' (not part of the architecture described by config.json)");
 }
 
 }  // namespace dllm

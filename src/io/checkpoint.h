@@ -25,8 +25,8 @@ class Checkpoint {
   const nlohmann::json& config() const { return config_; }
   const nlohmann::json& generation_config() const { return generation_config_; }  // {} when absent
 
-  // Returns the tensor and marks it used; the error names the tensor and the expected shape when it is missing
-  // or shaped differently.
+  // Returns the tensor and marks it used; the error names the tensor and the expected shape when it is
+  // missing or shaped differently.
   const TensorView& take(const std::string& name, const std::vector<int64_t>& expected_shape);
   bool has(const std::string& name) const { return tensors_.count(name) != 0; }
   // The tensor without marking it used, or nullptr.
@@ -34,6 +34,9 @@ class Checkpoint {
     auto it = tensors_.find(name);
     return it == tensors_.end() ? nullptr : it->second;
   }
+  // Marks every tensor whose name starts with `prefix` used, unread (parts of a checkpoint the engine does
+  // not run: DiffusionGemma's vision tower); returns how many.
+  int64_t skip_prefixed(const std::string& prefix);
   // Fails when a tensor was never taken (an extra tensor means the config and the weights disagree).
   void check_all_used() const;
 

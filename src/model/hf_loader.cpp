@@ -6,6 +6,7 @@
 #include "backend/logit_stats.h"
 #include "core/error.h"
 #include "io/gguf.h"
+#include "model/diffusion_gemma.h"
 #include "model/family.h"
 #include "model/precision.h"
 
@@ -138,6 +139,8 @@ Expected<std::shared_ptr<Model>> Model::load(const std::string& path, const Load
            ": 8-bit weights (WeightFormat::kQ8, --weights q8) need a GGUF file; convert the directory first: "
            "dllm convert -m DIR -o model-q8_0.gguf --type q8_0");
     auto checkpoint = std::make_unique<Checkpoint>(path);
+    // An encoder / decoder pair with its own sampler, not the shared Transformer (model/diffusion_gemma.h).
+    if (is_diffusion_gemma(checkpoint->config())) return load_diffusion_gemma(std::move(checkpoint), options);
     const Family& family = find_family(*checkpoint);
     return load_hf(family, std::move(checkpoint), options);
   });
