@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <map>
 
+#include "convert/gguf_convert_parts.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/ggml_types.h"
@@ -13,6 +14,7 @@
 #include "io/gguf_writer.h"
 #include "io/json_file.h"
 #include "kernels/quant/quant.h"
+#include "model/diffusion_gemma.h"
 #include "model/family.h"
 
 namespace dllm {
@@ -74,11 +76,7 @@ struct Entry {
   int64_t permute_heads = 0;  // GgufTransform::kRopePairRows: rows into llama.cpp's adjacent-pair order
 };
 
-// What the GGUF metadata needs beyond the Transformer's config: the family's conventions for the vocabulary.
-struct HfModel {
-  const Family* family = nullptr;
-  TransformerConfig config;
-};
+using convert_parts::HfModel;
 
 // The first non-empty pick(component) of a tokenizer.json component that may be a Sequence of components
 // (listed under `list_key`), or pick's empty value.
@@ -203,10 +201,26 @@ void write_moe_keys(GgufWriter& w, const std::string& a, const TransformerConfig
 
 }  // namespace
 
+namespace convert_parts {
+uint32_t file_type_of(GgmlType t) {
+  return dllm::file_type_of(t);
+}
+std::string type_name(GgmlType t) {
+  return dllm::type_name(t);
+}
+GgmlType weight_type(GgmlType want, int64_t cols) {
+  return dllm::weight_type(want, cols);
+}
+void write_tokenizer(GgufWriter& w, const std::string& dir, const HfModel& hf) {
+  dllm::write_tokenizer(w, dir, hf);
+}
+}  // namespace convert_parts
+
 std::string describe_type_mix(const std::map<std::string, size_t>& by_type) {
   std::vector<std::pair<size_t, std::string>> order;
   for (const auto& [type, n] : by_type) order.emplace_back(n, type);
-  std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::stable_sort(order.begin(), order.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
   std::string out;
   for (const auto& [n, type] : order) out += (out.empty() ? "" : ", ") + std::to_string(n) + " " + type;
   return out;
@@ -232,6 +246,8 @@ GgmlType parse_gguf_type(const std::string& name) {
 ConvertResult convert_hf_to_gguf(const std::string& hf_dir, const std::string& out_path, GgmlType type,
                                  const std::function<void(const ConvertProgress&)>& progress) {
   Checkpoint ck(hf_dir);
+  // An encoder / decoder family outside the shared Transformer's table (diffusion_gemma_convert.cpp).
+  if (is_diffusion_gemma(ck.config())) return convert_diffusion_gemma(ck, out_path, type, progress);
   HfModel hf;
   hf.family = &find_family(ck);
   // The family's own parser: convert refuses what the loader refuses, with the same message.
@@ -324,7 +340,7 @@ ConvertResult convert_hf_to_gguf(const std::string& hf_dir, const std::string& o
   if (!m.autoregressive) w.set_bool("diffusion.shift_logits", m.shift_logits);
   // No llama.cpp key holds a block-diffusion family's block length; named beside its diffusion.shift_logits.
   if (m.block_size > 0) w.set_uint32("diffusion.block_length", static_cast<uint32_t>(m.block_size));
-  write_tokenizer(w, hf_dir, hf);
+  dllm::write_tokenizer(w, hf_dir, hf);
 
   for (const auto& e : entries) w.add_tensor(e.name, e.dims, e.type);
 

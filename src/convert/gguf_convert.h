@@ -1,9 +1,10 @@
-// Hugging Face directory -> GGUF in llama.cpp's layout: the keys its convert_hf_to_gguf.py writes and the tensor
-// names and transforms of the family's table (model/family.h; LLaDA's attn_q / attn_k rows permuted for
-// llama.cpp's adjacent-pair RoPE), so the file loads in llama.cpp and back in dllm. The config is read by the
-// family's own parser, so convert refuses what the loader refuses. Above model/ in the layers: it uses both the
-// model descriptions and the GGUF writer. 1-D tensors stay F32; 2-D weights get the requested type, falling back
-// (as llama-quantize does) where a row is not a whole number of blocks: Q4_K -> Q4_0 -> F16, Q6_K / Q8_0 -> F16.
+// Hugging Face directory -> GGUF in llama.cpp's layout: the keys its convert_hf_to_gguf.py writes and the
+// tensor names and transforms of the family's table (model/family.h; LLaDA's attn_q / attn_k rows permuted
+// for llama.cpp's adjacent-pair RoPE), so the file loads in llama.cpp and back in dllm. The config is read by
+// the family's own parser, so convert refuses what the loader refuses. Above model/ in the layers: it uses
+// both the model descriptions and the GGUF writer. 1-D tensors stay F32; 2-D weights get the requested type,
+// falling back (as llama-quantize does) where a row is not a whole number of blocks: Q4_K -> Q4_0 -> F16,
+// Q6_K / Q8_0 -> F16.
 #pragma once
 
 #include <cstdint>

@@ -1,11 +1,12 @@
-// dllm::generate / dllm::infill: thin drivers over a DenoiseLoop (autoregressive models: ar/ar_generate.h)
-// (denoise/denoise_loop.h: a Denoiser, or one BlockDenoiser per prompt for block-diffusion families),
-// forwards run here one after another.
+// dllm::generate / dllm::infill: thin drivers over a DenoiseLoop (autoregressive models: ar/ar_generate.h;
+// uniform-state canvas models: denoise/uniform_state.h) (denoise/denoise_loop.h: a Denoiser, or one
+// BlockDenoiser per prompt for block-diffusion families), forwards run here one after another.
 #include <chrono>
 
 #include "ar/ar_generate.h"
 #include "core/error.h"
 #include "denoise/denoise_loop.h"
+#include "denoise/uniform_state.h"
 
 namespace dllm {
 
@@ -14,6 +15,12 @@ namespace {
 Expected<GenerateResult> drive(Model& model, const std::vector<std::vector<int32_t>>& rows,
                                const GenerateParams& params, const StepCallback& on_step, bool infill) {
   return capture([&] {
+    if (CanvasDecoder* decoder = model.canvas_decoder()) {
+      if (infill)
+        fail(model.info().architecture,
+             " denoises uniform-state canvases after the prompt: infilling needs a masked diffusion model");
+      return generate_uniform_state(model, *decoder, rows, params, on_step).value();
+    }
     if (model.info().autoregressive) {
       if (infill)
         fail(model.info().architecture,

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "core/dtype.h"
 
@@ -13,6 +14,10 @@ namespace dllm {
 // widened to f32 a slab of rows at a time), f32 accumulation.
 void rows_times_table(const float* x, int64_t m, int64_t k, const void* table, DType dtype, int64_t n,
                       float* out);
+
+// The same with the table's rows given by `row(r, out)` (n values each): a table of quantized blocks.
+void rows_times_rows(const float* x, int64_t m, int64_t k, const std::function<void(int64_t, float*)>& row,
+                     int64_t n, float* out);
 
 // out = gelu_tanh(gate) * up elementwise (PyTorch's gelu(approximate="tanh"), Gemma's gelu_pytorch_tanh), in
 // f32. out may alias gate.

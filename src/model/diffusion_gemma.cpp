@@ -91,10 +91,10 @@ void attend(const float* q, const float* keys, const float* values, int64_t n_ke
 
 }  // namespace
 
-DiffusionGemma::DiffusionGemma(DiffusionGemmaConfig config, std::unique_ptr<Checkpoint> checkpoint,
+DiffusionGemma::DiffusionGemma(DiffusionGemmaConfig config, std::shared_ptr<const void> storage,
                                DiffusionGemmaWeights weights, ComputeType compute)
     : config_(std::move(config)),
-      checkpoint_(std::move(checkpoint)),
+      storage_(std::move(storage)),
       weights_(std::move(weights)),
       compute_(compute) {
   // R:229-266: "proportional" RoPE rotates the first int(factor * hd // 2) frequencies of the full hd; the
@@ -136,12 +136,15 @@ std::unique_ptr<EncoderCache> DiffusionGemma::new_cache(int64_t batch) const {
 
 void DiffusionGemma::embed(std::span<const int32_t> tokens, std::vector<float>& x) const {
   const int64_t d = config_.info.d_model;
-  const TensorView& e = *weights_.embedding;
+  const DType dt = weights_.embedding_dtype;
   x.resize(tokens.size() * static_cast<size_t>(d));
   for (size_t i = 0; i < tokens.size(); ++i) {
     float* row = x.data() + i * static_cast<size_t>(d);
-    convert_to_f32(e.dtype, e.data + static_cast<size_t>(tokens[i]) * d * dtype_size(e.dtype), row,
-                   static_cast<size_t>(d));
+    if (weights_.embedding_blocks)
+      weights_.embedding_blocks->dequantize_row(tokens[i], row);
+    else
+      convert_to_f32(dt, weights_.embedding + static_cast<size_t>(tokens[i]) * d * dtype_size(dt), row,
+                     static_cast<size_t>(d));
     for (int64_t j = 0; j < d; ++j) row[j] *= embed_scale_;
   }
 }
@@ -346,8 +349,14 @@ Expected<std::vector<float>> DiffusionGemma::decode(const EncoderCache& cache_ba
         for (int64_t v = 0; v < vocab; ++v) sum += (p[v] = std::exp(p[v] - max));
         for (int64_t v = 0; v < vocab; ++v) p[v] /= sum;
       }
-      const TensorView& e = *weights_.embedding;
-      rows_times_table(probs.data(), rows, vocab, e.data, e.dtype, d, soft.data());
+      if (weights_.embedding_blocks)
+        rows_times_rows(
+            probs.data(), rows, vocab,
+            [&](int64_t v, float* out) { weights_.embedding_blocks->dequantize_row(v, out); }, d,
+            soft.data());
+      else
+        rows_times_table(probs.data(), rows, vocab, weights_.embedding, weights_.embedding_dtype, d,
+                         soft.data());
       for (float& s : soft) s *= embed_scale_;
       norm(soft, weights_.sc_pre_norm, rows, config_.rms_eps, soft);
       gelu_mlp(weights_.sc_gate, weights_.sc_up, weights_.sc_down, soft, rows, sc);
@@ -363,122 +372,6 @@ Expected<std::vector<float>> DiffusionGemma::decode(const EncoderCache& cache_ba
     for (float& l : logits) l = std::tanh(l / cap) * cap;
     return logits;
   });
-}
-
-// ---- loading ----
-
-namespace {
-
-struct Loader {
-  Checkpoint& ckpt;
-  ComputeType compute;
-  WeightLayout layout;
-  PrecisionTally& tally;
-
-  std::vector<float> vec(const std::string& name, int64_t n) {
-    const TensorView& t = ckpt.take(name, {n});
-    std::vector<float> out(static_cast<size_t>(n));
-    convert_to_f32(t.dtype, t.data, out.data(), out.size());
-    return out;
-  }
-  MatMul matrix(const uint8_t* data, DType dtype, int64_t out, int64_t in, ComputeType ct) {
-    MatMul m = layout == WeightLayout::kBlockedAtLoad ? Linear(data, dtype, out, in, ct)
-                                                      : Linear::in_place(data, dtype, out, in, ct, nullptr);
-    tally.add(std::string(dtype_name(dtype)), m);
-    return m;
-  }
-  MatMul matrix(const std::string& name, int64_t out, int64_t in, ComputeType ct) {
-    const TensorView& t = ckpt.take(name, {out, in});
-    return matrix(t.data, t.dtype, out, in, ct);
-  }
-  MatMul matrix(const std::string& name, int64_t out, int64_t in) { return matrix(name, out, in, compute); }
-};
-
-}  // namespace
-
-std::shared_ptr<Model> load_diffusion_gemma(std::unique_ptr<Checkpoint> ckpt, const LoadOptions& options) {
-  if (options.backend != BackendKind::kCpu)
-    fail(ckpt->dir(), ": diffusion_gemma runs on the CPU backend only so far (--backend cpu)");
-  if (options.weights == WeightFormat::kQ8) fail(ckpt->dir(), ": --weights q8 needs a GGUF file");
-  DiffusionGemmaConfig c = parse_diffusion_gemma_config(*ckpt);
-  ModelInfo& m = c.info;
-  const std::string P = "model.decoder.";
-  const int64_t d = m.d_model, heads = m.n_heads, experts = m.n_experts, fe = c.expert_ffn;
-
-  std::vector<std::string> stored;
-  for (int64_t i = 0; i < m.n_layers; ++i)
-    if (const TensorView* t = ckpt->find(P + "layers." + std::to_string(i) + ".self_attn.q_proj.weight"))
-      stored.emplace_back(dtype_name(t->dtype));
-  const ResolvedPrecision precision = resolve_precision(options.precision, stored);
-  m.precision = precision_of(precision.compute);
-  m.precision_reason = precision.reason;
-
-  PrecisionTally tally;
-  Loader L{*ckpt, precision.compute, options.layout, tally};
-  DiffusionGemmaWeights w;
-  w.embedding = &ckpt->take(P + "embed_tokens.weight", {m.vocab_size, d});
-  for (int64_t i = 0; i < m.n_layers; ++i) {
-    const std::string p = P + "layers." + std::to_string(i) + ".";
-    DiffusionGemmaLayer& l = w.layers.emplace_back();
-    l.sliding = c.layer_sliding[static_cast<size_t>(i)];
-    const DiffusionGemmaConfig::Attention& a = l.sliding ? c.sliding : c.full;
-    l.kv_heads = a.kv_heads;
-    l.head_dim = a.head_dim;
-    l.q = L.matrix(p + "self_attn.q_proj.weight", heads * a.head_dim, d);
-    l.k = L.matrix(p + "self_attn.k_proj.weight", a.kv_heads * a.head_dim, d);
-    if (l.sliding) l.v = L.matrix(p + "self_attn.v_proj.weight", a.kv_heads * a.head_dim, d);
-    l.o = L.matrix(p + "self_attn.o_proj.weight", d, heads * a.head_dim);
-    l.q_norm = L.vec(p + "self_attn.q_norm.weight", a.head_dim);
-    l.k_norm = L.vec(p + "self_attn.k_norm.weight", a.head_dim);
-    l.gate = L.matrix(p + "mlp.gate_proj.weight", m.ffn_hidden, d);
-    l.up = L.matrix(p + "mlp.up_proj.weight", m.ffn_hidden, d);
-    l.down = L.matrix(p + "mlp.down_proj.weight", d, m.ffn_hidden);
-    l.input_norm = L.vec(p + "input_layernorm.weight", d);
-    l.post_attn_norm = L.vec(p + "post_attention_layernorm.weight", d);
-    l.pre_ffn_norm = L.vec(p + "pre_feedforward_layernorm.weight", d);
-    l.post_ffn_norm = L.vec(p + "post_feedforward_layernorm.weight", d);
-    l.post_ffn_norm_1 = L.vec(p + "post_feedforward_layernorm_1.weight", d);
-    l.post_ffn_norm_2 = L.vec(p + "post_feedforward_layernorm_2.weight", d);
-    l.pre_ffn_norm_2 = L.vec(p + "pre_feedforward_layernorm_2.weight", d);
-    l.router = L.matrix(p + "router.proj.weight", experts, d, ComputeType::kF32);
-    l.router_scale = L.vec(p + "router.scale", d);
-    l.per_expert_scale = L.vec(p + "router.per_expert_scale", experts);
-    // experts.gate_up_proj [E, 2F, d]: expert e's gate rows then its up rows; down_proj [E, d, F].
-    const TensorView& gu = ckpt->take(p + "experts.gate_up_proj", {experts, 2 * fe, d});
-    const TensorView& dn = ckpt->take(p + "experts.down_proj", {experts, d, fe});
-    const size_t row = static_cast<size_t>(d) * dtype_size(gu.dtype);
-    for (int64_t e = 0; e < experts; ++e) {
-      const uint8_t* base = gu.data + static_cast<size_t>(e * 2 * fe) * row;
-      l.expert_gate.push_back(L.matrix(base, gu.dtype, fe, d, precision.compute));
-      l.expert_up.push_back(
-          L.matrix(base + static_cast<size_t>(fe) * row, gu.dtype, fe, d, precision.compute));
-      l.expert_down.push_back(L.matrix(dn.data + static_cast<size_t>(e * d * fe) * dtype_size(dn.dtype),
-                                       dn.dtype, d, fe, precision.compute));
-    }
-    l.scalar[1] = L.vec(p + "layer_scalar", 1)[0];
-    l.scalar[0] = L.vec("model.encoder.language_model.layers." + std::to_string(i) + ".layer_scalar", 1)[0];
-  }
-  w.final_norm = L.vec(P + "norm.weight", d);
-  w.sc_pre_norm = L.vec(P + "self_conditioning.pre_norm.weight", d);
-  const TensorView* sc_gate = ckpt->find(P + "self_conditioning.gate_proj.weight");
-  const int64_t sc_width = sc_gate && sc_gate->shape.size() == 2 ? sc_gate->shape[0] : m.ffn_hidden;
-  w.sc_gate = L.matrix(P + "self_conditioning.gate_proj.weight", sc_width, d);
-  w.sc_up = L.matrix(P + "self_conditioning.up_proj.weight", sc_width, d);
-  w.sc_down = L.matrix(P + "self_conditioning.down_proj.weight", d, sc_width);
-  w.head = L.matrix(w.embedding->data, w.embedding->dtype, m.vocab_size, d, precision.compute);
-  // The image side (the vision tower and its projection) is not run: text in, text out.
-  ckpt->skip_prefixed("model.encoder.vision_tower.");
-  ckpt->skip_prefixed("model.encoder.embed_vision.");
-  ckpt->check_all_used();
-  m.precision_by_type = tally.result();
-  int64_t params = m.vocab_size * d;
-  for (const auto& l : w.layers) {
-    for (const MatMul* mm : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down, &l.router})
-      if (mm->out_features() > 0) params += mm->out_features() * mm->in_features();
-    params += experts * 3 * fe * d;
-  }
-  m.n_params = params;
-  return std::make_shared<DiffusionGemma>(std::move(c), std::move(ckpt), std::move(w), precision.compute);
 }
 
 }  // namespace dllm

@@ -15,10 +15,12 @@
 
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "dllm/dllm.h"
 #include "io/checkpoint.h"
+#include "io/gguf.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 
@@ -66,7 +68,12 @@ struct DiffusionGemmaLayer {
 };
 
 struct DiffusionGemmaWeights {
-  const TensorView* embedding = nullptr;  // (vocab, d), in place; also the tied head
+  // The embedding table (vocab, d), also the tied head: plain values where they lie (a safetensors shard, a
+  // plain GGUF tensor), or GGUF blocks whose rows are dequantised on lookup.
+  const uint8_t* embedding = nullptr;
+  DType embedding_dtype = DType::kF32;
+  std::optional<MatMul> embedding_blocks;
+  std::shared_ptr<std::vector<float>> embedding_owned;  // a quantized table dequantised at load
   std::vector<DiffusionGemmaLayer> layers;
   std::vector<float> final_norm;
   MatMul head;                     // the embedding table as a matrix
@@ -76,7 +83,8 @@ struct DiffusionGemmaWeights {
 
 class DiffusionGemma final : public Model, public CanvasDecoder {
  public:
-  DiffusionGemma(DiffusionGemmaConfig config, std::unique_ptr<Checkpoint> checkpoint,
+  // `storage` keeps the mapped files the weights point into alive.
+  DiffusionGemma(DiffusionGemmaConfig config, std::shared_ptr<const void> storage,
                  DiffusionGemmaWeights weights, ComputeType compute);
   const ModelInfo& info() const override { return config_.info; }
   Expected<std::vector<float>> forward(const ForwardInput& input) override;  // an error: see canvas_decoder
@@ -104,7 +112,7 @@ class DiffusionGemma final : public Model, public CanvasDecoder {
   void embed(std::span<const int32_t> tokens, std::vector<float>& x) const;  // E[id] * sqrt(d)
 
   DiffusionGemmaConfig config_;
-  std::unique_ptr<Checkpoint> checkpoint_;
+  std::shared_ptr<const void> storage_;
   DiffusionGemmaWeights weights_;
   ComputeType compute_;
   RopeTable rope_sliding_, rope_full_;
@@ -113,6 +121,8 @@ class DiffusionGemma final : public Model, public CanvasDecoder {
   std::mutex mutex_;         // one encode / decode at a time: the RoPE tables grow with the longest sequence
 };
 
+// From a Hugging Face directory, or a GGUF file written by `dllm convert` (diffusion_gemma_load.cpp).
 std::shared_ptr<Model> load_diffusion_gemma(std::unique_ptr<Checkpoint> ckpt, const LoadOptions& options);
+std::shared_ptr<Model> load_diffusion_gemma_gguf(std::shared_ptr<GgufFile> file, const LoadOptions& options);
 
 }  // namespace dllm

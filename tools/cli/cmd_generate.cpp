@@ -13,6 +13,7 @@
 #include "server/terminal_view.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
+#include "uniform_state_flags.h"
 
 namespace dllm::cli {
 namespace {
@@ -34,6 +35,8 @@ struct GenerateOptions {
   DraftParams draft_params;
   GenerateParams params;
   DenoiseFlags denoise;
+  UniformStateFlags uniform_state;
+  CLI::App* command = nullptr;  // whether --gen-length / --max-new-tokens was given (DiffusionGemma)
 };
 
 // The answer as text: up to the first EOS / EOT / end-of-generation id (a diffusion canvas is padded with
@@ -122,17 +125,36 @@ void run_generate(const GenerateOptions& o) {
 
   auto model = load_model_or_throw(o.model, parse_dtype(o.dtype), o.threads, o.quiet || o.json);
   const bool autoregressive = model->info().autoregressive;
+  const bool canvas_model = model->canvas_decoder() != nullptr;
+  if (canvas_model) {
+    apply_uniform_state_flags(o.uniform_state, params);
+    // The plain flag over a --generation-config file's value, as the other plain flags.
+    if (o.command->count("--gen-length") + o.command->count("--max-new-tokens") > 0)
+      params.uniform_state.max_new_tokens = params.gen_length;
+  } else if (uniform_state_flags_given(o.uniform_state)) {
+    fail(
+        "--generation-config, --random-tape, --canvas-ids and the other DiffusionGemma sampling flags apply "
+        "to "
+        "a uniform-state canvas model (diffusion_gemma); ",
+        model->info().architecture, " is not one");
+  }
   if (!o.stop.empty() && !autoregressive)
     fail("--stop applies to autoregressive models (a diffusion canvas is not written left to right)");
   if (!o.stop.empty() && !have_tokenizer) fail("--stop needs the model's tokenizer to read the text");
   if (autoregressive && o.visual) fail("--visual shows a denoising canvas; this model is autoregressive");
   const bool progress = !o.json && !o.quiet && stderr_is_terminal();
-  const int64_t steps = params.steps > 0 ? params.steps : params.gen_length;
+  const int64_t steps = canvas_model       ? 0
+                        : params.steps > 0 ? params.steps
+                                           : params.gen_length;  // 0: not known ahead
   StepCallback on_step;
   if (progress)
     on_step = [&](const StepEvent& ev) {
-      std::fprintf(stderr, "\r%s: forward %lld / %lld", autoregressive ? "decoding" : "denoising",
-                   static_cast<long long>(ev.forwards), static_cast<long long>(steps));
+      if (steps > 0)
+        std::fprintf(stderr, "\r%s: forward %lld / %lld", autoregressive ? "decoding" : "denoising",
+                     static_cast<long long>(ev.forwards), static_cast<long long>(steps));
+      else
+        std::fprintf(stderr, "\rdenoising: canvas %lld, step %lld", static_cast<long long>(ev.block + 1),
+                     static_cast<long long>(ev.step + 1));
       return true;
     };
   // Autoregressive models: the text streams to stdout as tokens arrive, one row at a time; a --stop string
@@ -213,6 +235,14 @@ void run_generate(const GenerateOptions& o) {
     tokens = 0;
     for (const auto& row : result.outputs) tokens += static_cast<double>(row.size());
   }
+  if (canvas_model) {  // what was generated before the pad that follows EOS
+    tokens = 0;
+    const int32_t pad =
+        params.uniform_state.pad_id.value_or(*model->canvas_decoder()->generation_defaults().pad_id);
+    for (const auto& row : result.outputs)
+      tokens +=
+          static_cast<double>(std::count_if(row.begin(), row.end(), [&](int32_t t) { return t != pad; }));
+  }
   const double tps = result.seconds > 0 ? tokens / result.seconds : 0;
   if (o.json) {
     nlohmann::json out = {{"outputs", result.outputs},
@@ -221,6 +251,10 @@ void run_generate(const GenerateOptions& o) {
                           {"tokens_per_second", tps},
                           {"precision", model->info().precision_by_type}};
     if (!result.canvases.empty()) out["canvas"] = result.canvases;  // block-diffusion loops
+    if (canvas_model) {
+      out["tokens_per_forward"] = result.tokens_per_forward;
+      out["num_canvases"] = result.canvases_run;
+    }
     if (drafter)
       out["speculative"] = {{"draft_tokens", o.draft_params.tokens},
                             {"draft_steps", o.draft_params.steps},
@@ -291,9 +325,10 @@ void setup(CLI::App& app) {
       "--prompt-ids", o->prompt_ids,
       "Prompt token ids, comma separated; repeat the flag for a batch (rows are left-padded to equal "
       "length with the pad id, as the reference does)");
+  o->command = cmd;
   cmd->add_option("--gen-length,--max-tokens", o->params.gen_length,
-                  "Number of tokens to generate (autoregressive models: the most; they stop at an "
-                  "end-of-generation id)")
+                  "Number of tokens to generate (autoregressive models: the most; they stop "
+                  "at an end-of-generation id; DiffusionGemma: its max_new_tokens, whole canvases)")
       ->capture_default_str();
   cmd->add_option("--block-length", o->params.block_length,
                   "Semi-autoregressive block length (0 = gen-length: one block; block-diffusion models: the "
@@ -320,15 +355,17 @@ void setup(CLI::App& app) {
   cmd->add_flag("--confidence-eos-eot-inf", o->params.confidence_eos_eot_inf,
                 "Exclude EOT (and EOS at temperature 0) from the confidence (LLaDA confidence_eos_eot_inf)");
   add_denoise_flags(cmd, o->params, o->denoise);
+  add_uniform_state_flags(cmd, o->uniform_state);
   add_weights_option(cmd);
   cmd->add_option("--dtype", o->dtype, kDtypeHelp)->capture_default_str();
   add_backend_options(cmd);
   cmd->add_option("-t,--threads", o->threads, "Threads (0 = all cores)")->capture_default_str();
-  cmd->add_flag("--json", o->json,
-                "Print one JSON object: {outputs: [[ids] per row], forwards, seconds, tokens_per_second, precision: "
-                "{stored type: what it runs as}} "
-                "(block-diffusion "
-                "models: also canvas, each row's whole final canvas, prompt and mask ids included)");
+  cmd->add_flag(
+      "--json", o->json,
+      "Print one JSON object: {outputs: [[ids] per row], forwards, seconds, tokens_per_second, precision: "
+      "{stored type: what it runs as}} "
+      "(block-diffusion "
+      "models: also canvas, each row's whole final canvas, prompt and mask ids included)");
   cmd->add_option(
       "--stop", o->stop,
       "Autoregressive models: end the answer before this text (repeatable); printed text stops there");
