@@ -5,12 +5,14 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <numeric>
 
 #include "core/error.h"
+#include "kernels/parallel.h"
 #include "kernels/table_product.h"
 #include "model/precision.h"
 
@@ -89,7 +91,26 @@ void attend(const float* q, const float* keys, const float* values, int64_t n_ke
   }
 }
 
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
 }  // namespace
+
+size_t DiffusionGemma::weight_bytes() const {
+  size_t bytes = weights_.embedding_blocks
+                     ? weights_.embedding_blocks->weight_bytes()
+                     : static_cast<size_t>(config_.info.vocab_size * config_.info.d_model) *
+                           dtype_size(weights_.embedding_dtype);
+  for (const MatMul* m : {&weights_.sc_gate, &weights_.sc_up, &weights_.sc_down}) bytes += m->weight_bytes();
+  for (const auto& l : weights_.layers) {
+    for (const MatMul* m : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down, &l.router})
+      if (m->out_features() > 0) bytes += m->weight_bytes();
+    for (const auto* experts : {&l.expert_gate, &l.expert_up, &l.expert_down})
+      for (const MatMul& m : *experts) bytes += m.weight_bytes();
+  }
+  return bytes;
+}
 
 DiffusionGemma::DiffusionGemma(DiffusionGemmaConfig config, std::shared_ptr<const void> storage,
                                DiffusionGemmaWeights weights, ComputeType compute)
@@ -179,6 +200,7 @@ void DiffusionGemma::attention(Stack stack, int64_t layer, const std::vector<flo
   const int64_t first_cached = w.sliding ? std::max<int64_t>(0, start - (window - 1)) : 0;
   const int64_t n_cached = start - first_cached, n_keys = n_cached + n;
   out.assign(static_cast<size_t>(rows * heads * hd), 0.0f);
+  const double attention_start = profiling_ ? now_seconds() : 0;
   for (int64_t b = 0; b < batch; ++b) {
     const size_t slot = static_cast<size_t>(layer * batch + b);
     std::vector<float> keys(static_cast<size_t>(n_keys * kv_dim)), values(keys.size());
@@ -209,6 +231,7 @@ void DiffusionGemma::attention(Stack stack, int64_t layer, const std::vector<flo
                                 v.begin() + (b + 1) * n * kv_dim);
     }
   }
+  if (profiling_) profile_.attention_seconds += now_seconds() - attention_start;
 }
 
 void DiffusionGemma::mixture_of_experts(const DiffusionGemmaLayer& w, const std::vector<float>& h,
@@ -253,6 +276,7 @@ void DiffusionGemma::mixture_of_experts(const DiffusionGemmaLayer& w, const std:
   norm(h, w.pre_ffn_norm_2, rows, eps, xe);
   out.assign(h.size(), 0.0f);
   std::vector<float> gathered, y;
+  const double start = profiling_ ? now_seconds() : 0;
   for (int64_t e = 0; e < experts; ++e) {
     const auto& idx = rows_of[static_cast<size_t>(e)];
     if (idx.empty()) continue;
@@ -267,7 +291,16 @@ void DiffusionGemma::mixture_of_experts(const DiffusionGemmaLayer& w, const std:
       float* o = out.data() + idx[static_cast<size_t>(i)] * d;
       for (int64_t j = 0; j < d; ++j) o[j] += y[static_cast<size_t>(i * d + j)] * wt;
     }
+    if (profiling_) {
+      const auto ue = static_cast<size_t>(e);
+      profile_.experts_run += 1;
+      profile_.expert_bytes +=
+          static_cast<double>(w.expert_gate[ue].weight_bytes() + w.expert_up[ue].weight_bytes() +
+                              w.expert_down[ue].weight_bytes());
+      profile_.expert_flops += 2.0 * static_cast<double>(m) * 3 * config_.expert_ffn * d;
+    }
   }
+  if (profiling_) profile_.expert_seconds += now_seconds() - start;
 }
 
 void DiffusionGemma::run_layers(Stack stack, std::vector<float>& x, int64_t batch, int64_t n, Cache& cache) {
@@ -340,15 +373,16 @@ Expected<std::vector<float>> DiffusionGemma::decode(const EncoderCache& cache_ba
     // self-conditioning the soft embedding is zeros, and so is the MLP's output.
     std::vector<float> x;
     embed(canvas, x);
+    const double sc_start = profiling_ ? now_seconds() : 0;
     if (!self_conditioning.empty()) {
       std::vector<float> probs(self_conditioning.begin(), self_conditioning.end()), soft(x.size()), sc;
-      for (int64_t r = 0; r < rows; ++r) {
+      parallel_for_if(rows * vocab > 65536, rows, [&](int64_t r) {
         float* p = probs.data() + r * vocab;
         const float max = *std::max_element(p, p + vocab);
         float sum = 0;
         for (int64_t v = 0; v < vocab; ++v) sum += (p[v] = std::exp(p[v] - max));
         for (int64_t v = 0; v < vocab; ++v) p[v] /= sum;
-      }
+      });
       if (weights_.embedding_blocks)
         rows_times_rows(
             probs.data(), rows, vocab,
@@ -363,13 +397,19 @@ Expected<std::vector<float>> DiffusionGemma::decode(const EncoderCache& cache_ba
       for (size_t i = 0; i < x.size(); ++i) x[i] += sc[i];
     }
     rms_norm(x.data(), ones_.data(), rows, d, config_.rms_eps, x.data());
+    if (profiling_) profile_.self_conditioning_seconds += now_seconds() - sc_start;
     // The decoder reads the cache and writes nothing to it (M:471-481).
     run_layers(kDecoder, x, batch, n, const_cast<Cache&>(*cache));
     norm(x, weights_.final_norm, rows, config_.rms_eps, x);
+    const double head_start = profiling_ ? now_seconds() : 0;
     std::vector<float> logits(static_cast<size_t>(rows * vocab));
     weights_.head.forward(x.data(), rows, logits.data());
     const float cap = config_.softcap;  // M:1666-1670
-    for (float& l : logits) l = std::tanh(l / cap) * cap;
+    parallel_for_if(rows * vocab > 65536, rows, [&](int64_t r) {
+      float* row = logits.data() + r * vocab;
+      for (int64_t v = 0; v < vocab; ++v) row[v] = std::tanh(row[v] / cap) * cap;
+    });
+    if (profiling_) profile_.head_seconds += now_seconds() - head_start;
     return logits;
   });
 }

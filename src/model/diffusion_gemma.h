@@ -99,6 +99,19 @@ class DiffusionGemma final : public Model, public CanvasDecoder {
                                       std::span<const float> self_conditioning) override;
   const DiffusionGemmaConfig& config() const { return config_; }
 
+  // Where a forward's time goes, for `dllm bench` (while profiling is on): the routed experts (gather, three
+  // products, weighted scatter) with the bytes of the expert weights they read, attention (scores and the
+  // weighted sum, not the projections), the self-conditioning input (softmax · E and its MLP) and the head.
+  struct Profile {
+    double expert_seconds = 0, expert_bytes = 0, expert_flops = 0;
+    int64_t experts_run = 0;  // (layer, expert) products run
+    double attention_seconds = 0, self_conditioning_seconds = 0, head_seconds = 0;
+  };
+  void set_profiling(bool on) { profiling_ = on; }
+  const Profile& profile() const { return profile_; }
+  void reset_profile() { profile_ = {}; }
+  size_t weight_bytes() const;  // the matrices as held (the embedding table counted once)
+
  private:
   enum Stack { kEncoder = 0, kDecoder = 1 };
   class Cache;
@@ -118,7 +131,9 @@ class DiffusionGemma final : public Model, public CanvasDecoder {
   RopeTable rope_sliding_, rope_full_;
   float embed_scale_ = 1;
   std::vector<float> ones_;  // the weight of the norms that have none (v_norm, router norm, decoder input)
-  std::mutex mutex_;         // one encode / decode at a time: the RoPE tables grow with the longest sequence
+  bool profiling_ = false;
+  Profile profile_;
+  std::mutex mutex_;  // one encode / decode at a time: the RoPE tables grow with the longest sequence
 };
 
 // From a Hugging Face directory, or a GGUF file written by `dllm convert` (diffusion_gemma_load.cpp).

@@ -68,6 +68,33 @@ const std::vector<ModelShape>& known_shapes() {
            "vocab_size": 151936, "rope_theta": 1000000, "rms_norm_eps": 1e-06, "tie_word_embeddings": false,
            "block_size": 4, "mask_token_id": 151669, "bos_token_id": 151643, "eos_token_id": 151643,
            "max_position_embeddings": 32768})"},
+      // DiffusionGemma 26B-A4B (google's diffusion-gemma instruction model): 30 layers (five sliding, one
+      // full), hidden 2816, 16 heads, 8 / 2 kv heads of 256 / 512, dense MLP 2112 beside 128 experts of 704
+      // (top 8), vocab 262144, canvas 256. The sizes llama.cpp's loader prints for the released GGUF
+      // (block_count 30, embedding 2816, feed_forward 2112, 16 heads, kv [8 x5, 2]) and Gemma 4 26B-A4B's
+      // config.json for the rest; the released config.json itself was not readable here
+      // (docs/diffusion-gemma.md). Benchmarked from a random GGUF file (convert/random_gguf.h), not from
+      // make_random_model.
+      {"diffusion-gemma-26b-a4b", "diffusion_gemma",
+       R"({"architectures": ["DiffusionGemmaForBlockDiffusion"], "model_type": "diffusion_gemma",
+           "canvas_length": 256, "eos_token_id": [1, 106],
+           "text_config": {"hidden_size": 2816, "num_hidden_layers": 30, "num_attention_heads": 16,
+             "num_key_value_heads": 8, "num_global_key_value_heads": 2, "head_dim": 256, "global_head_dim": 512,
+             "intermediate_size": 2112, "moe_intermediate_size": 704, "num_experts": 128, "top_k_experts": 8,
+             "vocab_size": 262144, "sliding_window": 1024, "max_position_embeddings": 262144,
+             "rms_norm_eps": 1e-06, "final_logit_softcapping": 30.0, "hidden_activation": "gelu_pytorch_tanh",
+             "use_bidirectional_attention": "vision", "bos_token_id": 2, "eos_token_id": 1, "pad_token_id": 0,
+             "rope_parameters": {"full_attention": {"partial_rotary_factor": 0.25, "rope_theta": 1000000.0,
+                                                    "rope_type": "proportional"},
+                                 "sliding_attention": {"rope_theta": 10000.0, "rope_type": "default"}}}})"},
+      {"diffusion-gemma-tiny", "diffusion_gemma",
+       R"({"model_type": "diffusion_gemma", "canvas_length": 16, "eos_token_id": [1],
+           "text_config": {"hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
+             "num_key_value_heads": 2, "num_global_key_value_heads": 1, "head_dim": 64, "global_head_dim": 128,
+             "intermediate_size": 256, "moe_intermediate_size": 256, "num_experts": 8, "top_k_experts": 2,
+             "vocab_size": 1024, "sliding_window": 8, "layer_types": ["sliding_attention", "full_attention"],
+             "rope_parameters": {"full_attention": {"partial_rotary_factor": 0.25, "rope_theta": 1000000.0,
+                                                    "rope_type": "proportional"}}}})"},
       // Autoregressive models (dllm bench --ar), their real config.json sizes.
       {"qwen2.5-0.5b", "qwen2",
        R"({"hidden_size": 896, "intermediate_size": 4864, "num_hidden_layers": 24, "num_attention_heads": 14,

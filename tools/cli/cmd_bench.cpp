@@ -6,15 +6,18 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <optional>
 #include <thread>
 
 #include "ar/ar_session.h"
+#include "bench_canvas.h"
 #include "cache/kv_cache.h"
 #include "command.h"
 #include "common.h"
+#include "convert/random_gguf.h"
 #include "core/error.h"
 #include "kernels/linear.h"
 #include "kernels/peak.h"
@@ -41,7 +44,60 @@ struct BenchOptions {
   bool ar = false;  // autoregressive: prompt processing and token generation, as llama-bench
   int64_t pp = 256, tg = 64;
   int64_t first_tokens = 64;  // the canvas of the cold start's first forward
+  bool generate = false;      // canvas models: also a generate() at the released sampler settings
+  std::string random_file;    // canvas-model shapes: where the random GGUF goes (kept for reuse)
 };
+
+// A canvas-model shape (DiffusionGemma) runs from a random GGUF file, memory-mapped as a real one: written
+// once (block by block, never the whole model in memory), then reused.
+std::shared_ptr<Model> random_canvas_model(const BenchOptions& o, Precision precision) {
+  const ModelShape& shape = find_shape(o.shape);
+  nlohmann::json config = nlohmann::json::parse(shape.config);
+  if (o.layers > 0) {
+    config["text_config"]["num_hidden_layers"] = o.layers;
+    if (config["text_config"].contains("layer_types")) {
+      auto& types = config["text_config"]["layer_types"];
+      while (static_cast<int64_t>(types.size()) > o.layers) types.erase(types.size() - 1);
+      while (static_cast<int64_t>(types.size()) < o.layers) types.push_back("sliding_attention");
+      types[types.size() - 1] = "full_attention";
+    }
+  }
+  std::string weights = weights_flag();
+  if (weights == "auto") weights = "q4_k";  // the size people run: a 26B model in ~15 GB
+  if (weights != "f32" && weights != "q8_0" && weights != "q4_k")
+    fail("--weights ", weights, ": a random ", shape.name, " file holds f32, q8_0 or q4_k matrices");
+  std::string path = o.random_file;
+  if (path.empty())
+    path = (std::filesystem::temp_directory_path() /
+            ("dllm-random-" + shape.name + (o.layers > 0 ? "-" + std::to_string(o.layers) + "L" : "") + "-" +
+             weights + ".gguf"))
+               .string();
+  if (!std::filesystem::exists(path)) {
+    if (!o.json)
+      std::fprintf(stderr, "dllm: writing a random %s file to %s\n", shape.name.c_str(), path.c_str());
+    const std::string partial = path + ".partial";
+    write_random_diffusion_gemma_gguf(
+        config, parse_gguf_type(weights), partial, 1234, [&](const ConvertProgress& p) {
+          if (!o.json && stderr_is_terminal())
+            std::fprintf(stderr, "\r  %3.0f%% of %.1f GB",
+                         p.total_bytes ? 100.0 * p.bytes / p.total_bytes : 100.0, p.total_bytes / 1e9);
+        });
+    if (!o.json && stderr_is_terminal()) std::fprintf(stderr, "\n");
+    std::filesystem::rename(partial, path);
+  } else if (!o.json) {
+    std::fprintf(stderr, "dllm: reusing %s (delete it to write a new one)\n", path.c_str());
+  }
+  return load_model_or_throw(path, precision, o.threads, o.json);
+}
+
+CanvasBenchOptions canvas_options(const BenchOptions& o) {
+  CanvasBenchOptions c;
+  if (o.context > 0) c.context = o.context;
+  c.repeat = o.repeat;
+  c.generate = o.generate;
+  c.json = o.json;
+  return c;
+}
 
 // A replica's cold start (-m only): the load, then the first denoising forward of a short request (a
 // --first-tokens canvas: a short prompt and its answer's masks; its first committed token comes out of this
@@ -278,12 +334,15 @@ void run_bench(const BenchOptions& o) {
   if (o.tokens <= 0 || o.batch <= 0 || o.repeat <= 0) fail("--tokens, --batch and --repeat must be > 0");
   if (o.logits_from < 0 || o.logits_from >= o.tokens) fail("--logits-from must be in [0, --tokens)");
   const Precision requested = parse_dtype(o.dtype);
+  if (!o.shape.empty() && find_shape(o.shape).family == "diffusion_gemma")
+    return run_canvas_bench(canvas_options(o), *random_canvas_model(o, requested));
   std::shared_ptr<Model> model;
   std::optional<ColdStart> cold;
   if (!o.model.empty()) {
     if (o.first_tokens <= 0) fail("--first-tokens must be > 0");
     const auto t0 = std::chrono::steady_clock::now();
     model = load_model_or_throw(o.model, requested, o.threads, o.json);
+    if (model->canvas_decoder()) return run_canvas_bench(canvas_options(o), *model);
     const double load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     cold = measure_cold_start(*model, load_seconds, o.first_tokens);
     if (!o.json)
@@ -542,9 +601,11 @@ void setup(CLI::App& app) {
   cmd->add_option("--logits-from", o->logits_from,
                   "Compute logits only from this position on (generation skips the prompt)")
       ->capture_default_str();
-  cmd->add_option("--context", o->context,
-                  "Time a block step of the exact block cache: this many positions cached first, then each "
-                  "forward runs the --tokens block against them (block-diffusion models; one row)")
+  cmd->add_option(
+         "--context", o->context,
+         "Time a block step of the exact block cache: this many positions cached first, then each "
+         "forward runs the --tokens block against them (block-diffusion models; one row); canvas models "
+         "(DiffusionGemma): the prompt tokens in the encoder's cache (0 = 512)")
       ->capture_default_str();
   cmd->add_option("--repeat", o->repeat, "Timed forwards (the median is reported)")->capture_default_str();
   cmd->add_option("--first-tokens", o->first_tokens,
@@ -558,6 +619,12 @@ void setup(CLI::App& app) {
       "generation (--tg tokens, one forward each), with % of peak and of memory bandwidth");
   cmd->add_option("--pp", o->pp, "With --ar: prompt tokens")->capture_default_str();
   cmd->add_option("--tg", o->tg, "With --ar: generated tokens")->capture_default_str();
+  cmd->add_flag("--generate", o->generate,
+                "Canvas models (DiffusionGemma): also run generate() at the released sampler settings on a "
+                "--context-token prompt, one canvas, and report its tokens/s");
+  cmd->add_option("--random-file", o->random_file,
+                  "Canvas-model shapes (diffusion-gemma-*): the random GGUF file to write once and reuse "
+                  "(default: in the temporary directory)");
   add_weights_option(cmd);
   cmd->add_option("--dtype", o->dtype, kDtypeHelp)->capture_default_str();
   add_backend_options(cmd);
