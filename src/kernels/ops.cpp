@@ -120,10 +120,10 @@ constexpr int64_t kQueryBlock = 256;  // bounds the score block at 256 x kv_len 
 // for a query block).
 void attend(const float* q, const float* k, const float* v, int64_t b, int64_t h, int64_t qb, int64_t q_len,
             int64_t kv_len, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, const uint8_t* key_valid,
-            float* out, int64_t block, int64_t q_offset, float* scores) {
+            float* out, int64_t block, int64_t q_offset, float* scores, float scale) {
   const int64_t q_dim = n_heads * head_dim, kv_dim = n_kv_heads * head_dim;
   const int64_t rep = n_heads / n_kv_heads;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  if (scale == 0) scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   const float neg_inf = -std::numeric_limits<float>::infinity();
   const int64_t i0 = qb * kQueryBlock, rows = std::min(kQueryBlock, q_len - i0);
   const int64_t kvh = h / rep;
@@ -159,7 +159,7 @@ void attend(const float* q, const float* k, const float* v, int64_t b, int64_t h
 
 void attention(const float* q, const float* k, const float* v, int64_t batch, int64_t q_len, int64_t kv_len,
                int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, const uint8_t* key_valid, float* out,
-               int64_t block, int64_t q_offset) {
+               int64_t block, int64_t q_offset, float scale) {
   ScopedKernelTimer timer(KernelKind::kAttention);
   const int64_t q_blocks = (q_len + kQueryBlock - 1) / kQueryBlock;
 #pragma omp parallel
@@ -171,7 +171,7 @@ void attention(const float* q, const float* k, const float* v, int64_t batch, in
       for (int64_t h = 0; h < n_heads; ++h)
         for (int64_t qb = 0; qb < q_blocks; ++qb)
           attend(q, k, v, b, h, qb, q_len, kv_len, n_heads, n_kv_heads, head_dim, key_valid, out, block,
-                 q_offset, scores.data());
+                 q_offset, scores.data(), scale);
   }
 }
 
@@ -186,7 +186,7 @@ void attention_heads(const float* q, const float* k, const float* v, int64_t bat
     for (int64_t h = head_begin; h < head_end; ++h)
       for (int64_t qb = 0; qb < q_blocks; ++qb)
         attend(q, k, v, b, h, qb, q_len, kv_len, n_heads, n_kv_heads, head_dim, key_valid, out, block,
-               q_offset, scores.data());
+               q_offset, scores.data(), 0.0f);
 }
 
 void silu_mul(const float* gate, const float* up, int64_t n, float* out) {

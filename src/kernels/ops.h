@@ -40,9 +40,10 @@ void rope_neox(float* x, int64_t rows, int64_t n_heads, const int64_t* positions
 // key_valid (optional, [batch, kv_len]): 0 excludes that key; a query with no valid key gets zeros.
 // block > 0: block-causal attention (LLaDA2, SDAR) as a rule, not a matrix: query i, which is key index
 // q_offset + i of the same sequence, sees key j iff j / block <= (q_offset + i) / block.
+// scale: the scores' factor; 0 = 1/sqrt(head_dim) (DiffusionGemma's attention is unscaled: 1).
 void attention(const float* q, const float* k, const float* v, int64_t batch, int64_t q_len, int64_t kv_len,
                int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, const uint8_t* key_valid, float* out,
-               int64_t block = 0, int64_t q_offset = 0);
+               int64_t block = 0, int64_t q_offset = 0, float scale = 0);
 
 // attention's work for heads [head_begin, head_end) of every batch row, on the calling thread: for a caller
 // that runs its own parallel region (a generated token's layers, each thread a share of the heads). The same

@@ -208,21 +208,27 @@ void DiffusionGemma::attention(Stack stack, int64_t layer, const std::vector<flo
     std::copy_n(cache.values[slot].data() + first_cached * kv_dim, n_cached * kv_dim, values.begin());
     std::copy_n(k.data() + b * n * kv_dim, n * kv_dim, keys.begin() + n_cached * kv_dim);
     std::copy_n(v.data() + b * n * kv_dim, n * kv_dim, values.begin() + n_cached * kv_dim);
+    // The decoder (no mask) and the encoder's full layers (causal: the block rule with blocks of 1) run on the
+    // attention kernel's sgemms, unscaled; the encoder's sliding window is a rule the kernel does not have.
+    if (stack == kDecoder || !w.sliding) {
+      dllm::attention(q.data() + b * n * heads * hd, keys.data(), values.data(), 1, n, n_keys, heads, kvh, hd,
+                      nullptr, out.data() + b * n * heads * hd, stack == kDecoder ? 0 : 1, n_cached, 1.0f);
+    } else {
 #pragma omp parallel
-    {
-      std::vector<float> scores(static_cast<size_t>(n_keys));
+      {
+        std::vector<float> scores(static_cast<size_t>(n_keys));
 #pragma omp for collapse(2) schedule(static)
-      for (int64_t i = 0; i < n; ++i)
-        for (int64_t h = 0; h < heads; ++h) {
-          const int64_t qpos = start + i;
-          auto visible = [&](int64_t j) {
-            if (stack == kDecoder) return true;
-            const int64_t kpos = first_cached + j;
-            return kpos <= qpos && (!w.sliding || kpos > qpos - window);
-          };
-          attend(q.data() + ((b * n + i) * heads + h) * hd, keys.data(), values.data(), n_keys, kv_dim,
-                 h / group, hd, visible, scores.data(), out.data() + ((b * n + i) * heads + h) * hd);
-        }
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t h = 0; h < heads; ++h) {
+            const int64_t qpos = start + i;
+            auto visible = [&](int64_t j) {
+              const int64_t kpos = first_cached + j;
+              return kpos <= qpos && kpos > qpos - window;
+            };
+            attend(q.data() + ((b * n + i) * heads + h) * hd, keys.data(), values.data(), n_keys, kv_dim,
+                   h / group, hd, visible, scores.data(), out.data() + ((b * n + i) * heads + h) * hd);
+          }
+      }
     }
     if (stack == kEncoder) {
       cache.keys[slot].insert(cache.keys[slot].end(), k.begin() + b * n * kv_dim,
