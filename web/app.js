@@ -61,6 +61,8 @@ async function loadModel() {
       $('gen-length').value = info.defaults.max_tokens;
       $('steps').value = info.defaults.steps || block || info.defaults.max_tokens;
       $('block-length').value = info.defaults.block_length || block || info.defaults.max_tokens;
+      // DiffusionGemma (a uniform-state canvas model): steps are per canvas (max_denoising_steps).
+      if (info.canvas_length > 0) $('steps').value = info.defaults.max_denoising_steps;
     }
   } catch (e) {
     $('model-name').textContent = 'model: ' + e.message;
@@ -139,7 +141,16 @@ async function run() {
     stream: true,
     diffusing: true,
   };
-  if (num('threshold') > 0) body.threshold = num('threshold');
+  const info = (window.dllm.model && window.dllm.model.dllm) || {};
+  if (info.canvas_length > 0) {
+    // DiffusionGemma takes its own settings: steps per canvas, no blocks, a temperature schedule of its own.
+    delete body.steps;
+    delete body.block_length;
+    delete body.temperature;
+    body.max_denoising_steps = num('steps');
+  } else if (num('threshold') > 0) {
+    body.threshold = num('threshold');
+  }
   if (chat) body.messages = [{ role: 'user', content: prompt }];
   else body.prompt = prompt;
 

@@ -44,6 +44,9 @@ void random_blocks(GgmlType type, XorShift& rng, float amplitude, std::vector<ui
     if (type == GgmlType::kQ8_0) {
       const uint16_t d = half(amplitude / 127);
       std::memcpy(block, &d, 2);
+    } else if (type == GgmlType::kQ4_0) {
+      const uint16_t d = half(amplitude / 8);
+      std::memcpy(block, &d, 2);
     } else if (type == GgmlType::kQ4_K) {  // d, dmin, then 6-bit scales / mins and nibbles (random)
       const uint16_t d = half(amplitude / (15 * 63)), dmin = half(amplitude / (63 * 2));
       std::memcpy(block, &d, 2);
@@ -80,7 +83,6 @@ ConvertResult write_random_diffusion_gemma_gguf(const nlohmann::json& config, Gg
     GgmlType t = GgmlType::kF32;
     if (matrix) {
       t = convert_parts::weight_type(type, dims[0]);
-      if (t == GgmlType::kQ4_0) t = GgmlType::kQ8_0;  // the random writer makes Q8_0 / Q4_K blocks only
       if (t != type) result.fallbacks.push_back({name, type, t, dims[0]});
     }
     entries.push_back({name, dims, t, shape.size() >= 2, 1.0f});
@@ -111,7 +113,7 @@ ConvertResult write_random_diffusion_gemma_gguf(const nlohmann::json& config, Gg
     out.resize(w.tensor_bytes(i));
     // Matrices spread like a trained checkpoint's (about 1/sqrt(fan_in)); vectors constant.
     const float amplitude = e.matrix ? 1.7f / std::sqrt(static_cast<float>(e.dims[0])) : 0;
-    if (e.type == GgmlType::kQ8_0 || e.type == GgmlType::kQ4_K) {
+    if (e.type == GgmlType::kQ8_0 || e.type == GgmlType::kQ4_0 || e.type == GgmlType::kQ4_K) {
       random_blocks(e.type, rng, amplitude, out);
     } else if (e.type == GgmlType::kBF16) {
       auto* v = reinterpret_cast<uint16_t*>(out.data());

@@ -106,8 +106,15 @@ size_t DiffusionGemma::weight_bytes() const {
   for (const auto& l : weights_.layers) {
     for (const MatMul* m : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down, &l.router})
       if (m->out_features() > 0) bytes += m->weight_bytes();
-    for (const auto* experts : {&l.expert_gate, &l.expert_up, &l.expert_down})
-      for (const MatMul& m : *experts) bytes += m.weight_bytes();
+    for (int64_t e = 0; e < static_cast<int64_t>(l.experts.gate.size()); ++e) {
+      // As they run: an expert not packed yet counts its blocks (the same bytes, another layout).
+      const MoeWeights& x = l.experts;
+      const bool packed = x.packed_on_use && x.packed_on_use[static_cast<size_t>(e)].packed;
+      const auto& p = x.packed_on_use;
+      const auto i = static_cast<size_t>(e);
+      bytes += packed ? p[i].gate.weight_bytes() + p[i].up.weight_bytes() + p[i].down.weight_bytes()
+                      : x.gate[i].weight_bytes() + x.up[i].weight_bytes() + x.down[i].weight_bytes();
+    }
   }
   return bytes;
 }
@@ -208,8 +215,9 @@ void DiffusionGemma::attention(Stack stack, int64_t layer, const std::vector<flo
     std::copy_n(cache.values[slot].data() + first_cached * kv_dim, n_cached * kv_dim, values.begin());
     std::copy_n(k.data() + b * n * kv_dim, n * kv_dim, keys.begin() + n_cached * kv_dim);
     std::copy_n(v.data() + b * n * kv_dim, n * kv_dim, values.begin() + n_cached * kv_dim);
-    // The decoder (no mask) and the encoder's full layers (causal: the block rule with blocks of 1) run on the
-    // attention kernel's sgemms, unscaled; the encoder's sliding window is a rule the kernel does not have.
+    // The decoder (no mask) and the encoder's full layers (causal: the block rule with blocks of 1) run on
+    // the attention kernel's sgemms, unscaled; the encoder's sliding window is a rule the kernel does not
+    // have.
     if (stack == kDecoder || !w.sliding) {
       dllm::attention(q.data() + b * n * heads * hd, keys.data(), values.data(), 1, n, n_keys, heads, kvh, hd,
                       nullptr, out.data() + b * n * heads * hd, stack == kDecoder ? 0 : 1, n_cached, 1.0f);
@@ -290,19 +298,17 @@ void DiffusionGemma::mixture_of_experts(const DiffusionGemmaLayer& w, const std:
     gathered.resize(static_cast<size_t>(m * d));
     for (int64_t i = 0; i < m; ++i)
       std::copy_n(xe.data() + idx[static_cast<size_t>(i)] * d, d, gathered.data() + i * d);
-    gelu_mlp(w.expert_gate[static_cast<size_t>(e)], w.expert_up[static_cast<size_t>(e)],
-             w.expert_down[static_cast<size_t>(e)], gathered, m, y);
+    const ExpertMatrices mats = expert_matrices_packing_on_use(w.experts, e);
+    gelu_mlp(mats.gate, mats.up, mats.down, gathered, m, y);
     for (int64_t i = 0; i < m; ++i) {
       const float wt = weights_of[static_cast<size_t>(e)][static_cast<size_t>(i)];
       float* o = out.data() + idx[static_cast<size_t>(i)] * d;
       for (int64_t j = 0; j < d; ++j) o[j] += y[static_cast<size_t>(i * d + j)] * wt;
     }
     if (profiling_) {
-      const auto ue = static_cast<size_t>(e);
       profile_.experts_run += 1;
       profile_.expert_bytes +=
-          static_cast<double>(w.expert_gate[ue].weight_bytes() + w.expert_up[ue].weight_bytes() +
-                              w.expert_down[ue].weight_bytes());
+          static_cast<double>(mats.gate.weight_bytes() + mats.up.weight_bytes() + mats.down.weight_bytes());
       profile_.expert_flops += 2.0 * static_cast<double>(m) * 3 * config_.expert_ffn * d;
     }
   }

@@ -23,6 +23,7 @@
 #include "io/gguf.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
+#include "model/transformer.h"
 
 namespace dllm {
 
@@ -63,8 +64,10 @@ struct DiffusionGemmaLayer {
       post_ffn_norm_2, pre_ffn_norm_2;
   MatMul router;  // (experts, d), f32
   std::vector<float> router_scale, per_expert_scale;
-  std::vector<MatMul> expert_gate, expert_up, expert_down;  // per expert (ffn, d), (ffn, d), (d, ffn)
-  float scalar[2] = {1, 1};                                 // encoder, decoder
+  // The routed experts' gate / up (ffn, d) and down (d, ffn), per expert; from a GGUF file's blocks they are
+  // packed into panels on first use (MoeWeights::PackedOnUse). Its router is `router` above.
+  MoeWeights experts;
+  float scalar[2] = {1, 1};  // encoder, decoder
 };
 
 struct DiffusionGemmaWeights {

@@ -26,6 +26,9 @@ class Source {
   virtual std::optional<std::string> stored_type(const std::string& name) const = 0;
   virtual int64_t rows_of(const std::string& name, int64_t fallback) const = 0;  // shape[0] when present
   virtual void check_all_used() = 0;
+  // A layer's experts once taken (GGUF blocks: set up to be packed on first use, as LoadOptions::experts
+  // says).
+  virtual void finish_experts(MoeWeights& /*experts*/) {}
   virtual std::map<std::string, std::string> precision_by_type() const = 0;
 };
 
@@ -89,7 +92,8 @@ class GgufSource final : public Source {
       : file_(file),
         take_(file, o.weights, o.experts, o.layout, o.backend),
         names_(diffusion_gemma_gguf_names(layers)),
-        dequantize_(o.weights == WeightFormat::kDequantize) {
+        dequantize_(o.weights == WeightFormat::kDequantize),
+        pack_on_first_use_(o.weights == WeightFormat::kAuto && o.experts == ExpertPacking::kOnFirstUse) {
     take_.set_arch(kDiffusionGemmaArchitecture);
   }
   std::vector<float> vector(const std::string& name, int64_t n) override {
@@ -131,6 +135,10 @@ class GgufSource final : public Source {
     return t && t->dims.size() == 2 ? t->dims[1] : fallback;
   }
   void check_all_used() override { take_.check_all_used(); }
+  void finish_experts(MoeWeights& experts) override {
+    if (pack_on_first_use_)
+      pack_experts_on_first_use(experts, [file = file_](const void* p, size_t n) { file->release(p, n); });
+  }
   std::map<std::string, std::string> precision_by_type() const override { return take_.precision_by_type(); }
 
  private:
@@ -143,6 +151,7 @@ class GgufSource final : public Source {
   TensorTaker take_;
   std::map<std::string, std::string> names_;
   bool dequantize_;
+  bool pack_on_first_use_;
 };
 
 std::shared_ptr<Model> build(DiffusionGemmaConfig c, Source& src, const LoadOptions& options,
@@ -193,11 +202,13 @@ std::shared_ptr<Model> build(DiffusionGemmaConfig c, Source& src, const LoadOpti
     l.per_expert_scale = src.vector(p + "router.per_expert_scale", experts);
     // experts.gate_up_proj [E, 2F, d]: expert e's gate rows then its up rows; down_proj [E, d, F].
     for (int64_t e = 0; e < experts; ++e) {
-      l.expert_gate.push_back(src.rows(p + "experts.gate_up_proj", {experts, 2 * fe, d}, e * 2 * fe, fe, ct));
-      l.expert_up.push_back(
+      l.experts.gate.push_back(
+          src.rows(p + "experts.gate_up_proj", {experts, 2 * fe, d}, e * 2 * fe, fe, ct));
+      l.experts.up.push_back(
           src.rows(p + "experts.gate_up_proj", {experts, 2 * fe, d}, e * 2 * fe + fe, fe, ct));
-      l.expert_down.push_back(src.rows(p + "experts.down_proj", {experts, d, fe}, e * d, d, ct));
+      l.experts.down.push_back(src.rows(p + "experts.down_proj", {experts, d, fe}, e * d, d, ct));
     }
+    src.finish_experts(l.experts);
     l.scalar[1] = src.vector(p + "layer_scalar", 1)[0];
     l.scalar[0] =
         src.vector("model.encoder.language_model.layers." + std::to_string(i) + ".layer_scalar", 1)[0];

@@ -212,9 +212,6 @@ void pack_expert(const MoeWeights& w, size_t e, MoeWeights::PackedOnUse& out) {
 }
 
 // Expert e's matrices as they run: the ones packed on first use once they are, else the ones loaded.
-struct ExpertMatrices {
-  const MatMul &gate, &up, &down;
-};
 ExpertMatrices expert_matrices(const MoeWeights& w, int64_t e) {
   const auto i = static_cast<size_t>(e);
   if (w.packed_on_use && w.packed_on_use[i].packed) {
@@ -225,6 +222,14 @@ ExpertMatrices expert_matrices(const MoeWeights& w, int64_t e) {
 }
 
 }  // namespace
+
+ExpertMatrices expert_matrices_packing_on_use(const MoeWeights& w, int64_t e) {
+  if (w.packed_on_use) {
+    auto& slot = w.packed_on_use[static_cast<size_t>(e)];
+    std::call_once(slot.once, [&] { pack_expert(w, static_cast<size_t>(e), slot); });
+  }
+  return expert_matrices(w, e);
+}
 
 int64_t Transformer::ggml_matrices() const {
   int64_t n = 0;

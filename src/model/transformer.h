@@ -77,6 +77,12 @@ struct MoeWeights {
 
 // Sets `moe` up to pack its experts on first use (see MoeWeights::PackedOnUse).
 void pack_experts_on_first_use(MoeWeights& moe, std::function<void(const void*, size_t)> release = {});
+// Expert e's matrices as they run on the CPU: packed into panels now (once, thread-safe) where `moe` was set
+// up to pack on first use and the expert can be, else as loaded.
+struct ExpertMatrices {
+  const MatMul &gate, &up, &down;
+};
+ExpertMatrices expert_matrices_packing_on_use(const MoeWeights& moe, int64_t e);
 
 struct LayerWeights {
   std::vector<float> attn_norm, ffn_norm;  // (d_model)

@@ -144,7 +144,10 @@ const std::set<std::string>& known_fields(Endpoint e) {
       "mask_placeholder", "stop_at_eos", "mask_id", "eos_id",
       // block-diffusion loops (LLaDA2.x, SDAR)
       "block_loop", "minimal_topk", "eos_early_stop", "editing_threshold", "max_post_steps",
-      "num_to_transfer", "stop_ids"};
+      "num_to_transfer", "stop_ids",
+      // uniform-state canvas models (DiffusionGemma)
+      "max_denoising_steps", "t_min", "t_max", "entropy_bound", "stability_threshold",
+      "confidence_threshold"};
   static const std::set<std::string> completions = [] {
     auto s = common;
     for (const auto& key : strategy_keys()) s.insert(key);
@@ -292,6 +295,11 @@ void parse_block_fields(const json& body, const ModelInfo& info, GenerateParams&
 }
 
 void parse_dllm_fields(const json& body, const ModelInfo& info, GenerateParams& p) {
+  for (const std::string& name : uniform_state_fields())
+    if (field(body, name.c_str()))
+      bad(name, "'" + name +
+                    "' applies to uniform-state canvas models (DiffusionGemma) only; this server's " +
+                    "model is " + info.architecture);
   if (auto v = get_int(body, "steps", 1, 1 << 20)) p.steps = *v;
   if (auto v = get_int(body, "block_length", 1, 1 << 20)) p.block_length = *v;
   // The strategy axes: the words of src/denoise/strategy_names.h, as the CLI flags take them.
@@ -333,6 +341,46 @@ void reject_diffusion_fields(const json& body, const ModelInfo& info, const std:
       bad(key, "'" + key + "' applies to diffusion models only; '" + model_id +
                    "' is an autoregressive model (" + info.architecture +
                    "): remove it, or name a diffusion model (or \"auto\")");
+}
+
+// A uniform-state canvas model (DiffusionGemma): the fields its sampler has no counterpart for (the masked
+// diffusion ones, temperature, top_k, stop_ids, a non-empty suffix) are a 400 naming the field; its own set
+// params.uniform_state over the model's generation_config.json (policy.defaults).
+void parse_uniform_state_fields(const json& body, const ModelInfo& info, const std::string& model_id,
+                                GenerateParams& p) {
+  const auto& diffusion = diffusion_only_fields();
+  for (const auto& [key, value] : body.items()) {
+    if (value.is_null()) continue;
+    const bool refused = key == "temperature" || key == "top_k" || key == "stop_ids" ||
+                         (key == "suffix" && !(value.is_string() && value.get<std::string>().empty())) ||
+                         (std::find(diffusion.begin(), diffusion.end(), key) != diffusion.end() &&
+                          !diffusion_field_applies(key, /*uniform_state=*/true));
+    if (!refused) continue;
+    const std::string why =
+        key == "temperature" ? "its temperature falls from 't_max' to 't_min' over each canvas's steps"
+        : key == "steps"     ? "its steps per canvas are 'max_denoising_steps'"
+        : key == "suffix"    ? "it has no mask token to infill with; it writes canvas after canvas"
+                             : "its settings are max_tokens, seed, max_denoising_steps, t_min, t_max, "
+                               "entropy_bound, stability_threshold and confidence_threshold";
+    bad(key, "'" + key + "' does not apply to '" + model_id + "', a uniform-state canvas model (" +
+                 info.architecture + "): " + why);
+  }
+  UniformStateParams& u = p.uniform_state;
+  if (auto v = get_int(body, "max_denoising_steps", 1, 1 << 20)) u.max_denoising_steps = *v;
+  if (auto v = get_number(body, "t_min", 0, 100)) u.t_min = *v;
+  if (auto v = get_number(body, "t_max", 0, 100, /*lo_open=*/true)) u.t_max = *v;
+  if (auto v = get_number(body, "entropy_bound", 0, 1e6, /*lo_open=*/true)) u.entropy_bound = *v;
+  // (The sampler keeps this many argmax canvases per row: bounded.)
+  if (auto v = get_int(body, "stability_threshold", 0, 1024)) u.stability_threshold = *v;
+  if (auto v = get_number(body, "confidence_threshold", 0, 1e6, /*lo_open=*/true))
+    u.confidence_threshold = *v;
+  if (u.t_min && u.t_max && !(*u.t_min < *u.t_max)) {
+    const bool min_given = field(body, "t_min") != nullptr, max_given = field(body, "t_max") != nullptr;
+    bad(min_given ? "t_min" : "t_max",
+        "'t_min' must be below 't_max' (the temperature falls from t_max to t_min), got t_min " +
+            json(*u.t_min).dump() + (min_given ? "" : " (the model's)") + " and t_max " +
+            json(*u.t_max).dump() + (max_given ? "" : " (the model's)"));
+  }
 }
 
 // Autoregressive models: the sampler's top_k and the stop ids.
@@ -543,9 +591,24 @@ const std::vector<std::string>& diffusion_only_fields() {
         "eos_id",         "block_loop",     "minimal_topk",     "eos_early_stop", "editing_threshold",
         "max_post_steps", "num_to_transfer"};
     for (auto& k : strategy_keys()) f.push_back(k);
+    for (auto& k : uniform_state_fields()) f.push_back(k);
     return f;
   }();
   return fields;
+}
+
+const std::vector<std::string>& uniform_state_fields() {
+  static const std::vector<std::string> fields = {
+      "max_denoising_steps", "t_min", "t_max", "entropy_bound", "stability_threshold",
+      "confidence_threshold"};
+  return fields;
+}
+
+bool diffusion_field_applies(const std::string& name, bool uniform_state) {
+  const auto& own = uniform_state_fields();
+  const bool uniform_field = std::find(own.begin(), own.end(), name) != own.end();
+  if (!uniform_state) return !uniform_field;
+  return uniform_field || name == "diffusing" || name == "mask_placeholder";
 }
 
 nlohmann::json error_body(const ApiError& e) {
@@ -564,6 +627,11 @@ std::optional<ApiError> parse_request(const json& body, Endpoint endpoint, const
     for (const auto& [key, value] : body.items())
       if (!known_fields(endpoint).count(key)) bad(key, "unknown field '" + key + "'");
     reject_unsupported(body, endpoint);
+    const bool uniform_state = policy.canvas_length > 0;
+    if (uniform_state && endpoint == Endpoint::kCanvas)
+      bad("model", "/v1/canvas edits masked spans: '" + policy.model_id +
+                       "' is a uniform-state canvas model (" + info.architecture +
+                       ") with no mask token; name a masked diffusion model");
     if (info.autoregressive) reject_diffusion_fields(body, info, policy.model_id);
     GenRequest r;
     r.endpoint = endpoint;
@@ -592,7 +660,8 @@ std::optional<ApiError> parse_request(const json& body, Endpoint endpoint, const
     if (auto v = get_number(body, "top_p", 0, 1, /*lo_open=*/true)) {
       if (*v < 1 && info.architecture != "dream" && !info.autoregressive)
         bad("top_p", "'top_p' < 1 is not supported for " + info.architecture +
-                         " models (its sampler has no nucleus filter); use temperature");
+                         " models (its sampler has no nucleus filter)" +
+                         (uniform_state ? "" : "; use temperature"));
       r.params.top_p = *v;
     }
     if (auto v = get_int(body, "n", 1, policy.max_n)) r.n = static_cast<int>(*v);
@@ -624,6 +693,9 @@ std::optional<ApiError> parse_request(const json& body, Endpoint endpoint, const
     if (info.autoregressive) {
       parse_ar_fields(body, info, r.params);
       r.end_ids = autoregressive_stop_ids(info, r.params);
+    } else if (uniform_state) {
+      parse_uniform_state_fields(body, info, policy.model_id, r.params);
+      r.end_ids = info.eog_ids;  // any of its EOS ids ends a row (pad follows)
     } else {
       parse_dllm_fields(body, info, r.params);
     }
@@ -654,6 +726,18 @@ std::optional<ApiError> parse_request(const json& body, Endpoint endpoint, const
       bad(mt_name, std::string("the prompt") + (r.infill ? " and suffix (" : " (") + std::to_string(context) +
                        " tokens) + '" + mt_name + "' (" + std::to_string(max_tokens) +
                        ") exceed the model's context of " + std::to_string(info.max_seq_len) + " tokens");
+    if (uniform_state) {
+      // Whole canvases run (the answer is their first max_tokens tokens). max_length = prompt + max_tokens:
+      // the reference's max_length (counted only when max_new_tokens is 256) says the same as max_tokens.
+      const int64_t L = policy.canvas_length, run = (max_tokens + L - 1) / L * L;
+      if (context + run > info.max_seq_len)
+        bad(mt_name, "the prompt (" + std::to_string(context) + " tokens) + '" + mt_name + "' (" +
+                         std::to_string(max_tokens) + ", run as " + std::to_string(run / L) +
+                         " canvases of " + std::to_string(L) + ") exceed the model's context of " +
+                         std::to_string(info.max_seq_len) + " tokens");
+      r.params.uniform_state.max_new_tokens = max_tokens;
+      r.params.uniform_state.max_length = context + max_tokens;
+    }
     out = std::move(r);
     return std::nullopt;
   } catch (const FieldError& e) {

@@ -31,6 +31,10 @@ struct RequestPolicy {
   int64_t max_prompt_tokens = 4096;
   int max_n = 8;
   std::string mask_placeholder = "\u2591";
+  // > 0: the model is a uniform-state canvas model (DiffusionGemma: Model::canvas_decoder()) whose canvases
+  // are this long; defaults.uniform_state then holds its generation_config.json settings. Such a model takes
+  // uniform_state_fields() and refuses the masked-diffusion ones.
+  int64_t canvas_length = 0;
 };
 
 enum class Endpoint { kCompletions, kChat, kCanvas };
@@ -50,7 +54,7 @@ struct GenRequest {
   // /v1/canvas (docs/server.md "Canvas editing"): the document split at its spans. The answer is texts[0] +
   // span 0's new text + texts[1] + ...: everything outside the spans comes back byte for byte.
   struct CanvasDoc {
-    std::vector<std::string> texts;                 // the n + 1 literal pieces around the n spans
+    std::vector<std::string> texts;                // the n + 1 literal pieces around the n spans
     std::vector<int64_t> span_begin, span_length;  // canvas positions of each span
     std::vector<int32_t> ids;                      // the canvas: pieces' ids, spans as masks (or tokens)
     std::vector<uint8_t> editable;                 // per position: inside a span
@@ -66,9 +70,19 @@ struct GenRequest {
 // sends a request carrying one to a diffusion model.
 const std::vector<std::string>& diffusion_only_fields();
 
+// The request fields of a uniform-state canvas model's sampler (DiffusionGemma), by the reference's names:
+// max_denoising_steps, t_min, t_max, entropy_bound, stability_threshold, confidence_threshold. They are among
+// diffusion_only_fields(); a masked diffusion model refuses them.
+const std::vector<std::string>& uniform_state_fields();
+// Whether a diffusion model takes the diffusion-only field `name`: a uniform-state canvas model takes its own
+// fields plus diffusing and mask_placeholder, a masked one every diffusion-only field but those.
+bool diffusion_field_applies(const std::string& name, bool uniform_state);
+
 // Fills `out` or returns the error. `body` is the parsed JSON (the caller answers malformed JSON itself).
 // `model` must be absent, policy.model_id, or "auto" (the router chose this model); an autoregressive `info`
-// takes the OpenAI fields plus top_k and stop_ids, and refuses the diffusion-only ones.
+// takes the OpenAI fields plus top_k and stop_ids, and refuses the diffusion-only ones; a uniform-state
+// canvas model (policy.canvas_length > 0) takes the OpenAI fields but temperature, top_p < 1 and suffix, plus
+// its own (params.uniform_state: max_tokens is max_new_tokens), and refuses the masked-diffusion ones.
 std::optional<ApiError> parse_request(const nlohmann::json& body, Endpoint endpoint, const TextCodec& codec,
                                       const ModelInfo& info, const RequestPolicy& policy, GenRequest& out);
 

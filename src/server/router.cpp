@@ -147,24 +147,39 @@ RouteDecision route(const RouteFeatures& f, const std::vector<RouteTarget>& targ
     d.detail = std::string("only ") + kind_name(targets[0].kind) + " models are served -> " + targets[0].name;
     return d;
   }
-  auto to_diffusion = [&](RouteReason reason, std::string why) {
+  // The first diffusion model that `fits` (else the first diffusion model).
+  auto to_diffusion = [&](RouteReason reason, std::string why, const auto& fits) {
     d.model = *diffusion;
+    for (size_t i = 0; i < targets.size(); ++i)
+      if (targets[i].kind == ModelKind::kDiffusion && fits(targets[i])) {
+        d.model = i;
+        break;
+      }
     d.reason = reason;
-    d.detail = std::move(why) + " -> diffusion (" + targets[*diffusion].name + ")";
+    d.detail = std::move(why) + " -> diffusion (" + targets[d.model].name + ")";
     return d;
   };
-  if (f.suffix) return to_diffusion(RouteReason::kInfill, "suffix given: infill");
+  auto any = [](const RouteTarget&) { return true; };
+  if (f.suffix)
+    return to_diffusion(RouteReason::kInfill, "suffix given: infill",
+                        [](const RouteTarget& t) { return !t.uniform_state; });
   if (!f.diffusion_fields.empty())
-    return to_diffusion(RouteReason::kDiffusionFields,
-                        "'" + f.diffusion_fields.front() + "' is a diffusion-only field");
+    return to_diffusion(
+        RouteReason::kDiffusionFields, "'" + f.diffusion_fields.front() + "' is a diffusion-only field",
+        [&](const RouteTarget& t) {
+          return std::all_of(
+              f.diffusion_fields.begin(), f.diffusion_fields.end(),
+              [&](const std::string& name) { return diffusion_field_applies(name, t.uniform_state); });
+        });
   if (std::string k = find_keyword(f.text, config.keywords); !k.empty())
-    return to_diffusion(RouteReason::kKeyword, std::string("keyword '") + k + "' in the " +
-                                                   (f.chat ? "last user message" : "prompt"));
+    return to_diffusion(
+        RouteReason::kKeyword,
+        std::string("keyword '") + k + "' in the " + (f.chat ? "last user message" : "prompt"), any);
   const std::string mt =
       "max_tokens " + std::to_string(f.max_tokens) + (f.max_tokens_given ? "" : " (default)");
   if (f.max_tokens > config.short_max_tokens)
     return to_diffusion(RouteReason::kLongGeneration,
-                        mt + " > " + std::to_string(config.short_max_tokens) + ": long generation");
+                        mt + " > " + std::to_string(config.short_max_tokens) + ": long generation", any);
   d.model = *ar;
   d.reason = RouteReason::kShortGeneration;
   d.detail = mt + " <= " + std::to_string(config.short_max_tokens) +

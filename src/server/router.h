@@ -4,14 +4,17 @@
 //
 // The policy, first rule that applies:
 //   1. only one kind of model is loaded                       -> the first model (in --model order) only_kind
-//   2. a non-empty `suffix` (infill: an AR model cannot)      -> the first diffusion model          infill
-//   3. a diffusion-only field (steps, block_length, ...)      -> the first diffusion model diffusion_fields
+//   2. a non-empty `suffix` (infill: an AR model cannot)      -> the first masked diffusion model   infill
+//   3. a diffusion-only field (steps, block_length, ...)      -> the first diffusion model taking them
+//                                                                all (see below)           diffusion_fields
 //   4. a keyword in the last user message / the prompt text   -> the first diffusion model          keyword
 //   5. max_tokens > short_max_tokens                          -> the first diffusion model long_generation
 //   6. otherwise (a short generation)                         -> the first autoregressive model
 //   short_generation
 // A request that names a model is not routed: reason "requested"; one that names none goes to the default
-// (first) model: reason "default".
+// (first) model: reason "default". Rules 2 and 3 fall back to the first diffusion model (whose validation
+// then names the field) when none fits: a uniform-state canvas model (DiffusionGemma) takes its own sampler
+// fields and no masked-diffusion ones, and cannot infill.
 #pragma once
 
 #include <cstdint>
@@ -63,6 +66,7 @@ RouteFeatures route_features(const nlohmann::json& body, bool chat, int64_t defa
 struct RouteTarget {
   std::string name;
   ModelKind kind = ModelKind::kDiffusion;
+  bool uniform_state = false;  // a uniform-state canvas model (Model::canvas_decoder(): DiffusionGemma)
 };
 
 struct RouteDecision {

@@ -59,11 +59,13 @@ Job::Job(std::unique_ptr<DenoiseLoop> denoiser, Updates updates, Window window)
       canvas_(denoiser_->rows()),
       final_prefix_(denoiser_->rows(), 0) {}
 
-Job::Job(std::vector<std::vector<int32_t>> prompts, GenerateParams params, Updates updates)
-    : rows(1),  // the choices are decoded one after another
+Job::Job(std::vector<std::vector<int32_t>> prompts, GenerateParams params, Updates updates,
+         PromptRows prompt_rows, Window window)
+    : rows(prompt_rows == PromptRows::kBatched ? static_cast<int64_t>(prompts.size()) : 1),
       prompts_(std::move(prompts)),
       params_(std::move(params)),
-      row_events_(true),
+      row_events_(prompt_rows == PromptRows::kInTurn),
+      window_(window),
       mode_(updates),
       canvas_(prompts_.size()),
       final_prefix_(prompts_.size(), 0) {}
@@ -166,6 +168,7 @@ Scheduler::~Scheduler() {
 }
 
 bool Scheduler::submit(const std::shared_ptr<Job>& job) {
+  if (!job->denoiser_) return false;  // not a denoising job
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stop_ || static_cast<int64_t>(queue_.size()) >= limits_.max_queue) return false;
@@ -351,8 +354,8 @@ void Scheduler::run_step(const std::vector<Pending>& group) {
 
 namespace dllm::server {
 
-ArScheduler::ArScheduler(Model& model, Metrics& metrics, SchedulerLimits limits, ForwardGate* gate,
-                         Model* drafter, DraftParams draft)
+GenerateScheduler::GenerateScheduler(Model& model, Metrics& metrics, SchedulerLimits limits,
+                                     ForwardGate* gate, Model* drafter, DraftParams draft)
     : model_(model),
       metrics_(metrics),
       limits_(limits),
@@ -361,12 +364,12 @@ ArScheduler::ArScheduler(Model& model, Metrics& metrics, SchedulerLimits limits,
       draft_(draft),
       thread_([this] { loop(); }) {}
 
-ArScheduler::~ArScheduler() {
+GenerateScheduler::~GenerateScheduler() {
   shutdown();
 }
 
-bool ArScheduler::submit(const std::shared_ptr<Job>& job) {
-  if (job->denoiser_) return false;  // not an autoregressive job
+bool GenerateScheduler::submit(const std::shared_ptr<Job>& job) {
+  if (job->denoiser_) return false;  // a denoising job (Scheduler)
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stop_ || static_cast<int64_t>(queue_.size()) >= limits_.max_queue) return false;
@@ -377,7 +380,7 @@ bool ArScheduler::submit(const std::shared_ptr<Job>& job) {
   return true;
 }
 
-void ArScheduler::shutdown() {
+void GenerateScheduler::shutdown() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
@@ -386,7 +389,7 @@ void ArScheduler::shutdown() {
   if (thread_.joinable()) thread_.join();
 }
 
-void ArScheduler::loop() {
+void GenerateScheduler::loop() {
   for (;;) {
     std::shared_ptr<Job> job;
     {
@@ -410,26 +413,27 @@ void ArScheduler::loop() {
       continue;
     }
     metrics_.active_requests = 1;
-    metrics_.active_rows = 1;
+    metrics_.active_rows = job->rows;
     run(*job);
     metrics_.active_requests = 0;
     metrics_.active_rows = 0;
   }
 }
 
-void ArScheduler::run(Job& j) {
+void GenerateScheduler::run(Job& j) {
   j.started = Clock::now();
   metrics_.queue_seconds.observe(std::chrono::duration<double>(j.started - j.arrived).count());
   GateHold hold(gate_);
-  auto since = Clock::now();  // the gate was granted: the forward(s) behind the next token start
+  auto since = Clock::now();  // the gate was granted: the forward(s) behind the next step start
   int64_t counted = 0;        // forwards counted so far (StepEvent::forwards is cumulative)
-  auto on_token = [&](const StepEvent& ev) {
+  // A token (autoregressive) or a denoising step of every row (a canvas model).
+  auto on_step = [&](const StepEvent& ev) {
     const auto now = Clock::now();
     const int64_t forwards = ev.forwards - counted;
     counted = ev.forwards;
     metrics_.forwards += forwards;
-    metrics_.forward_rows += forwards;
-    for (int64_t i = 0; i < forwards; ++i) metrics_.batch_rows.observe(1);
+    metrics_.forward_rows += forwards * j.rows;
+    for (int64_t i = 0; i < forwards; ++i) metrics_.batch_rows.observe(static_cast<double>(j.rows));
     metrics_.forward_seconds.observe(std::chrono::duration<double>(now - since).count());
     ++metrics_.steps;
     if (j.steps_++ == 0) {
@@ -437,14 +441,14 @@ void ArScheduler::run(Job& j) {
       metrics_.observe_first_step(std::chrono::duration<double>(j.first_step - j.arrived).count());
     }
     if (j.mode_ != Updates::kNone) j.publish(j.merge(ev));
-    hold.yield();  // another model's forward may go before this one's next token
+    hold.yield();  // another model's forward may go before this one's next step
     since = Clock::now();
     return !j.cancelled() && !stop_;
   };
   SpeculativeStats spec;
   Expected<GenerateResult> r =
-      drafter_ ? generate_speculative(model_, *drafter_, j.prompts_, j.params_, draft_, on_token, &spec)
-               : generate(model_, j.prompts_, j.params_, on_token);
+      drafter_ ? generate_speculative(model_, *drafter_, j.prompts_, j.params_, draft_, on_step, &spec)
+               : generate(model_, j.prompts_, j.params_, on_step);
   hold.release();
   metrics_.draft_drafted += static_cast<uint64_t>(spec.drafted);
   metrics_.draft_accepted += static_cast<uint64_t>(spec.accepted);

@@ -6,10 +6,11 @@
 // steps. Each job gets its canvas after every step through its own mailbox; nothing the scheduler does ever
 // blocks on a client.
 //
-// Autoregressive models (ModelInfo::autoregressive) have their own runner, ArScheduler: one job at a time, in
-// arrival order, decoded by dllm::generate token by token. Several served models each have their runner; a
-// ForwardGate the runners share lets one model forward run at a time in the whole server (a CPU forward uses
-// every core), in the order they asked for it.
+// Models that dllm::generate runs whole have their own runner, GenerateScheduler: one job at a time, in
+// arrival order: autoregressive models (ModelInfo::autoregressive) token by token, uniform-state canvas
+// models (DiffusionGemma: Model::canvas_decoder()) denoising step by denoising step. Several served models
+// each have their runner; a ForwardGate the runners share lets one model forward run at a time in the whole
+// server (a CPU forward uses every core), in the order they asked for it.
 #pragma once
 
 #include <atomic>
@@ -63,12 +64,17 @@ class ForwardGate {
   uint64_t next_ = 0, serving_ = 0;
 };
 
+// How dllm::generate runs a GenerateScheduler job's prompts: one after another (autoregressive decoding: an
+// event carries one row) or as one batch (a uniform-state canvas model: an event carries every row).
+enum class PromptRows { kInTurn, kBatched };
+
 class Job {
  public:
   // A denoising job (Scheduler).
   Job(std::unique_ptr<DenoiseLoop> denoiser, Updates updates, Window window = {});
-  // An autoregressive job (ArScheduler): the prompts decoded one after another by dllm::generate.
-  Job(std::vector<std::vector<int32_t>> prompts, GenerateParams params, Updates updates);
+  // A job dllm::generate runs (GenerateScheduler): the prompts, one after another or as one batch.
+  Job(std::vector<std::vector<int32_t>> prompts, GenerateParams params, Updates updates,
+      PromptRows prompt_rows = PromptRows::kInTurn, Window window = {});
 
   // Handler side: waits up to `timeout` for news. Returns the updates since the last call (see Updates) and
   // whether the job has ended.
@@ -100,7 +106,7 @@ class Job {
 
  private:
   friend class Scheduler;
-  friend class ArScheduler;
+  friend class GenerateScheduler;
   void publish(StepUpdate u);
   void finish(GenerateResult r, std::optional<std::string> error);
 
@@ -108,10 +114,10 @@ class Job {
   StepUpdate merge(const StepEvent& ev);
 
   std::unique_ptr<DenoiseLoop> denoiser_;
-  std::vector<std::vector<int32_t>> prompts_;  // autoregressive jobs
+  std::vector<std::vector<int32_t>> prompts_;  // GenerateScheduler jobs
   GenerateParams params_;
-  bool row_events_ =
-      false;  // an event carries one row (StepEvent::row): block loops, autoregressive decoding
+  // An event carries one row (StepEvent::row): block loops, autoregressive decoding.
+  bool row_events_ = false;
   Window window_;
   Updates mode_;
   std::vector<std::vector<int32_t>> canvas_;
@@ -134,7 +140,7 @@ struct SchedulerLimits {
   int64_t max_batch_rows = 8;  // canvas rows denoised together
 };
 
-// What the server hands jobs to: a Scheduler (diffusion models) or an ArScheduler.
+// What the server hands jobs to: a Scheduler (masked diffusion models) or a GenerateScheduler.
 class Runner {
  public:
   virtual ~Runner() = default;
@@ -173,15 +179,18 @@ class Scheduler final : public Runner {
   std::thread thread_;
 };
 
-// An autoregressive model's runner: one thread decodes the queued jobs one at a time, in arrival order (each
-// job's n choices one after another), holding the gate for each token's forward only, so that other models'
-// forwards interleave with its tokens. A cancelled job stops at its next token.
-class ArScheduler final : public Runner {
+// The runner of a model that dllm::generate runs whole (an autoregressive or a uniform-state canvas model):
+// one thread runs the queued jobs one at a time, in arrival order (an autoregressive job's n choices one
+// after another, a canvas job's as one batch), holding the gate from one step event to the next only (a
+// token, a denoising step), so that other models' forwards interleave with its steps. A cancelled job stops
+// at its next step.
+class GenerateScheduler final : public Runner {
  public:
-  // `drafter` (optional): every job decodes speculatively with it (greedy output unchanged).
-  ArScheduler(Model& model, Metrics& metrics, SchedulerLimits limits, ForwardGate* gate = nullptr,
-              Model* drafter = nullptr, DraftParams draft = {});
-  ~ArScheduler() override;
+  // `drafter` (optional, autoregressive models): every job decodes speculatively with it (greedy output
+  // unchanged).
+  GenerateScheduler(Model& model, Metrics& metrics, SchedulerLimits limits, ForwardGate* gate = nullptr,
+                    Model* drafter = nullptr, DraftParams draft = {});
+  ~GenerateScheduler() override;
   bool submit(const std::shared_ptr<Job>& job) override;
   void shutdown() override;
 

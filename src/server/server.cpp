@@ -117,6 +117,16 @@ GenerateParams autoregressive_defaults(const GenerateParams& d) {
   return p;
 }
 
+// A uniform-state canvas model's request defaults: the server's max_tokens and seed, and the sampler settings
+// of the model's generation_config.json (the server's denoising flags are the masked models').
+GenerateParams uniform_state_defaults(const GenerateParams& d, const CanvasDecoder& decoder) {
+  GenerateParams p;
+  p.gen_length = d.gen_length;
+  p.seed = d.seed;
+  p.uniform_state = decoder.generation_defaults();
+  return p;
+}
+
 struct Exchange;
 
 class App {
@@ -124,12 +134,15 @@ class App {
   App(std::vector<std::unique_ptr<Served>> served, const ServeOptions& o)
       : o_(o), served_(std::move(served)) {
     for (auto& m : served_) {
-      if (m->kind == ModelKind::kAutoregressive)
-        m->runner = std::make_unique<ArScheduler>(*m->model, m->metrics, o.limits, &gate_, m->drafter.get(),
-                                                  m->draft);
+      // dllm::generate runs an autoregressive or a uniform-state canvas model's jobs whole; the Scheduler
+      // batches the masked diffusion models' steps.
+      const bool canvas_model = m->model->canvas_decoder() != nullptr;
+      if (m->kind == ModelKind::kAutoregressive || canvas_model)
+        m->runner = std::make_unique<GenerateScheduler>(*m->model, m->metrics, o.limits, &gate_,
+                                                        m->drafter.get(), m->draft);
       else
         m->runner = std::make_unique<Scheduler>(*m->model, m->metrics, o.limits, &gate_);
-      targets_.push_back({m->name, m->kind});
+      targets_.push_back({m->name, m->kind, canvas_model});
     }
   }
 
@@ -177,8 +190,11 @@ class App {
                               const std::function<void(int)>& finish_metrics,
                               std::function<void(const StepUpdate&)> on_update,
                               std::function<std::string()> body);
-  // Where a canvas edit goes when no model is named: the default model, or the first diffusion one.
+  // Where a canvas edit goes when no model is named: the first masked diffusion model (else the first
+  // diffusion one, else the default model: their validation says why not).
   size_t canvas_model() const {
+    for (size_t i = 0; i < served_.size(); ++i)
+      if (served_[i]->kind == ModelKind::kDiffusion && served_[i]->policy.canvas_length == 0) return i;
     for (size_t i = 0; i < served_.size(); ++i)
       if (served_[i]->kind == ModelKind::kDiffusion) return i;
     return 0;
@@ -211,7 +227,16 @@ json App::model_json(const Served& m) const {
   const ModelInfo& i = m.model->info();
   const GenerateParams& d = m.policy.defaults;
   json defaults = {{"max_tokens", d.gen_length}, {"temperature", d.temperature}};
-  if (m.kind == ModelKind::kDiffusion) {
+  if (m.policy.canvas_length > 0) {  // its sampler's settings (no temperature: a schedule)
+    const UniformStateParams& u = d.uniform_state;
+    defaults = {{"max_tokens", d.gen_length},
+                {"max_denoising_steps", *u.max_denoising_steps},
+                {"t_min", *u.t_min},
+                {"t_max", *u.t_max},
+                {"entropy_bound", *u.entropy_bound},
+                {"stability_threshold", *u.stability_threshold},
+                {"confidence_threshold", *u.confidence_threshold}};
+  } else if (m.kind == ModelKind::kDiffusion) {
     defaults["steps"] = d.steps;
     defaults["block_length"] = d.block_length;
     defaults["threshold"] = d.transfer == Transfer::kThreshold ? json(d.threshold) : json(nullptr);
@@ -232,6 +257,7 @@ json App::model_json(const Served& m) const {
                   {"n_params", i.n_params},
                   {"mask_id", m.codec.mask_id()},
                   {"block_size", i.block_size},
+                  {"canvas_length", m.policy.canvas_length},
                   {"defaults", defaults},
                   {"limits", {{"max_tokens", m.policy.max_tokens}, {"max_n", m.policy.max_n}}}}}};
   if (m.drafter)
@@ -459,6 +485,11 @@ void App::generate(const httplib::Request& req, httplib::Response& res, Endpoint
   const Updates updates = !r.stream ? Updates::kNone : (r.diffusing ? Updates::kAll : Updates::kLatest);
   if (m.kind == ModelKind::kAutoregressive) {
     x->job = std::make_shared<Job>(std::vector<std::vector<int32_t>>(r.n, r.prompt), r.params, updates);
+  } else if (m.policy.canvas_length > 0) {
+    // A uniform-state canvas model: the n choices denoised as one batch by dllm::generate; whole canvases
+    // run, the answer is their first max_tokens tokens.
+    x->job = std::make_shared<Job>(std::vector<std::vector<int32_t>>(r.n, r.prompt), r.params, updates,
+                                   PromptRows::kBatched, Window{0, r.params.gen_length});
   } else {
     std::unique_ptr<DenoiseLoop> denoiser;
     Window window;
@@ -562,7 +593,11 @@ void App::generate(const httplib::Request& req, httplib::Response& res, Endpoint
   res.set_chunked_content_provider(
       "text/event-stream",
       [this, x, finish_metrics](size_t, httplib::DataSink& sink) {
-        auto put = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
+        auto written = Clock::now();  // the last write: a closed connection shows only on a write
+        auto put = [&](const std::string& s) {
+          written = Clock::now();
+          return sink.write(s.data(), s.size());
+        };
         auto fail = [&] {
           x->job->cancel();
           return false;
@@ -605,6 +640,9 @@ void App::generate(const httplib::Request& req, httplib::Response& res, Endpoint
               if (x->streams[i].done() && !close_row(i)) return fail();
             }
           }
+          // Steps that bring no text (a DiffusionGemma canvas's text comes when it is committed) still let a
+          // client that went away be seen within a heartbeat or two.
+          if (!news.ended && Clock::now() - written >= kHeartbeat && !put(": keep-alive\n\n")) return fail();
           // Every choice has its text (an end token or stop string reached): the rest of the canvas is unused
           // (a diffusing client watches the canvas to its end).
           if (!news.ended && !x->request.diffusing &&
@@ -871,6 +909,9 @@ int serve(const std::vector<ModelSpec>& models, const ServeOptions& options) {
       ModelInfo info = model_info;
       if (m->kind == ModelKind::kAutoregressive) {
         m->policy.defaults = autoregressive_defaults(options.policy.defaults);
+      } else if (const CanvasDecoder* decoder = spec.model->canvas_decoder()) {
+        m->policy.defaults = uniform_state_defaults(options.policy.defaults, *decoder);
+        m->policy.canvas_length = decoder->canvas_length();
       } else {
         // The codec's mask / EOS ids: the model's with --mask-id / --eos-id put in (a model whose files name
         // no mask id, as the tiny LLaDA2 one, is served with --mask-id; without one, requests must give

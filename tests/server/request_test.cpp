@@ -502,5 +502,125 @@ TEST_F(ArFixture, CanvasIsA400) {
   EXPECT_EQ(parse({{"text", "1 <|mask:2|>"}}, Endpoint::kCanvas)->param, "model");
 }
 
+// A uniform-state canvas model (DiffusionGemma: policy.canvas_length > 0): max_tokens, seed, n, stop and its
+// sampler's fields by the reference's names reach the params over the model's generation_config.json; the
+// masked-diffusion fields and the OpenAI sampling fields it has no counterpart for are 400s naming the field.
+struct UniformFixture : Fixture {
+  UniformFixture() {
+    info.architecture = "diffusion_gemma";
+    info.mask_id = -1;
+    info.eos_id = 1;
+    info.eog_ids = {1, 106, 50};
+    info.max_seq_len = 64;
+    codec = TextCodec::load("", info);
+    policy.model_id = "dgemma";
+    policy.canvas_length = 16;
+    policy.defaults = GenerateParams{};
+    policy.defaults.gen_length = 32;
+    policy.defaults.seed = 3;
+    UniformStateParams& g = policy.defaults.uniform_state;  // as generation_config.json
+    g.max_new_tokens = 256;
+    g.max_denoising_steps = 48;
+    g.t_min = 0.4;
+    g.t_max = 0.8;
+    g.entropy_bound = 0.1;
+    g.stability_threshold = 1;
+    g.confidence_threshold = 0.005;
+  }
+};
+
+TEST_F(UniformFixture, SamplerFieldsReachTheParams) {
+  GenRequest r;
+  auto err = parse_request(json{{"model", "dgemma"},
+                                {"prompt", {2, 339, 406}},
+                                {"max_tokens", 20},
+                                {"max_denoising_steps", 8},
+                                {"t_min", 0.2},
+                                {"t_max", 0.9},
+                                {"entropy_bound", 0.5},
+                                {"stability_threshold", 2},
+                                {"confidence_threshold", 0.01},
+                                {"seed", 7},
+                                {"n", 2},
+                                {"stop", "9"},
+                                {"stream", true},
+                                {"diffusing", true}},
+                           Endpoint::kCompletions, codec, info, policy, r);
+  ASSERT_FALSE(err) << err->message;
+  const UniformStateParams& u = r.params.uniform_state;
+  EXPECT_EQ(r.params.gen_length, 20);
+  EXPECT_EQ(u.max_new_tokens, 20) << "max_tokens is max_new_tokens";
+  EXPECT_EQ(u.max_length, 3 + 20) << "the reference's max_length (at 256 new tokens) says the same";
+  EXPECT_EQ(u.max_denoising_steps, 8);
+  EXPECT_EQ(u.t_min, 0.2);
+  EXPECT_EQ(u.t_max, 0.9);
+  EXPECT_EQ(u.entropy_bound, 0.5);
+  EXPECT_EQ(u.stability_threshold, 2);
+  EXPECT_EQ(u.confidence_threshold, 0.01);
+  EXPECT_EQ(r.params.seed, 7u);
+  EXPECT_EQ(r.n, 2);
+  EXPECT_TRUE(r.diffusing);
+  EXPECT_EQ(r.end_ids, (std::vector<int32_t>{1, 106, 50})) << "any EOS id ends the text";
+  // Absent: the server's max_tokens and seed, the model's sampler settings.
+  ASSERT_FALSE(parse_request(json{{"prompt", "2 3"}}, Endpoint::kCompletions, codec, info, policy, r));
+  EXPECT_EQ(r.params.uniform_state.max_new_tokens, 32);
+  EXPECT_EQ(r.params.uniform_state.max_denoising_steps, 48);
+  EXPECT_EQ(r.params.uniform_state.t_max, 0.8);
+  EXPECT_EQ(r.params.seed, 3u);
+  EXPECT_FALSE(parse({{"prompt", "2"}, {"top_p", 1}, {"suffix", ""}, {"temperature", nullptr}}))
+      << "top_p 1, an empty suffix and null are no settings";
+}
+
+TEST_F(UniformFixture, InapplicableAndBadFieldsAre400sNamingTheField) {
+  auto expect = [&](const json& extra, const std::string& param, const std::string& words,
+                    Endpoint e = Endpoint::kCompletions) {
+    json body = e == Endpoint::kCanvas ? json::object() : json{{"prompt", "2 3"}};
+    body.update(extra);
+    auto err = parse(body, e);
+    ASSERT_TRUE(err) << extra.dump();
+    EXPECT_EQ(err->status, 400);
+    EXPECT_EQ(err->param, param) << extra.dump();
+    EXPECT_NE(err->message.find(words), std::string::npos) << err->message;
+  };
+  // Every masked-diffusion field, by name.
+  for (const std::string& name : diffusion_only_fields()) {
+    if (diffusion_field_applies(name, /*uniform_state=*/true)) continue;
+    expect({{name, 4}}, name, "'" + name + "' does not apply to 'dgemma', a uniform-state canvas model");
+  }
+  expect({{"steps", 4}}, "steps", "'max_denoising_steps'");
+  expect({{"temperature", 0.5}}, "temperature", "falls from 't_max' to 't_min'");
+  expect({{"top_k", 5}}, "top_k", "does not apply");
+  expect({{"stop_ids", {1}}}, "stop_ids", "does not apply");
+  expect({{"top_p", 0.5}}, "top_p", "no nucleus filter");
+  expect({{"suffix", "4 5"}}, "suffix", "no mask token to infill with");
+  // Its own fields: wrong types and values.
+  expect({{"t_min", "hot"}}, "t_min", "'t_min' must be a number, got a string");
+  expect({{"t_max", 0}}, "t_max", "'t_max' must be in (0");
+  expect({{"max_denoising_steps", 0.5}}, "max_denoising_steps", "must be an integer");
+  expect({{"max_denoising_steps", 0}}, "max_denoising_steps", "must be in [1, ");
+  expect({{"entropy_bound", -1}}, "entropy_bound", "must be in (0.0, ");
+  expect({{"stability_threshold", 5000}}, "stability_threshold", "must be in [0, 1024]");
+  expect({{"confidence_threshold", true}}, "confidence_threshold", "must be a number, got a boolean");
+  expect({{"t_min", 0.9}}, "t_min", "got t_min 0.9 and t_max 0.8 (the model's)");
+  expect({{"t_max", 0.3}}, "t_max", "got t_min 0.4 (the model's) and t_max 0.3");
+  // Whole canvases must fit the context: 20 tokens run as 2 canvases of 16.
+  expect({{"prompt", std::vector<int>(40, 2)}, {"max_tokens", 20}}, "max_tokens", "run as 2 canvases of 16");
+  expect({{"text", "2 <|mask:2|>"}}, "model", "no mask token", Endpoint::kCanvas);
+}
+
+// A masked diffusion model and an autoregressive one refuse the uniform-state fields by name.
+TEST_F(Fixture, UniformStateFieldsOnAMaskedModelAre400s) {
+  for (const std::string& name : uniform_state_fields()) {
+    auto err = parse({{"prompt", "1"}, {name, 1}});
+    ASSERT_TRUE(err) << name;
+    EXPECT_EQ(err->param, name);
+    EXPECT_NE(err->message.find("uniform-state canvas models (DiffusionGemma) only"), std::string::npos)
+        << err->message;
+    EXPECT_NE(std::find(diffusion_only_fields().begin(), diffusion_only_fields().end(), name),
+              diffusion_only_fields().end())
+        << name << ": an autoregressive model refuses it too (DiffusionOnlyFieldsAre400sNamingTheField)";
+  }
+}
+
 }  // namespace
 }  // namespace dllm::server

@@ -132,6 +132,32 @@ TEST(Route, InfillAndDiffusionFieldsGoToTheDiffusionModel) {
             RouteReason::kShortGeneration);
 }
 
+// A uniform-state canvas model (DiffusionGemma) beside a masked one: diffusion-only fields go to the first
+// diffusion model that takes them all, infill to a masked one; the rest to the first diffusion model.
+TEST(Route, FieldsGoToTheDiffusionModelThatTakesThem) {
+  const std::vector<RouteTarget> three = {{"qwen", ModelKind::kAutoregressive},
+                                          {"dgemma", ModelKind::kDiffusion, /*uniform_state=*/true},
+                                          {"llada", ModelKind::kDiffusion}};
+  RouteDecision d = route_chat(chat("hi", {{"max_tokens", 8}, {"t_min", 0.3}}), three);
+  EXPECT_EQ(d.model, 1u);
+  EXPECT_EQ(d.detail, "'t_min' is a diffusion-only field -> diffusion (dgemma)");
+  EXPECT_EQ(route_chat(chat("hi", {{"max_denoising_steps", 8}, {"diffusing", true}}), three).model, 1u);
+  EXPECT_EQ(route_chat(chat("hi", {{"diffusing", true}}), three).model, 1u) << "both take it: the first";
+  EXPECT_EQ(route_chat(chat("hi", {{"steps", 8}, {"diffusing", true}}), three).model, 2u);
+  d = route_chat(chat("hi", {{"steps", 8}}), three);
+  EXPECT_EQ(d.model, 2u);
+  EXPECT_EQ(d.detail, "'steps' is a diffusion-only field -> diffusion (llada)");
+  d = route(route_features(json{{"prompt", "def f("}, {"suffix", "):"}}, false, 64), three, {});
+  EXPECT_EQ(d.model, 2u);
+  EXPECT_EQ(d.detail, "suffix given: infill -> diffusion (llada)");
+  EXPECT_EQ(route_chat(chat("hi", {{"max_tokens", 512}}), three).model, 1u) << "long: the first diffusion";
+  // None takes them all: the first diffusion model, whose validation names the field.
+  EXPECT_EQ(route_chat(chat("hi", {{"steps", 8}, {"t_min", 0.3}}), three).model, 1u);
+  const std::vector<RouteTarget> only_uniform = {{"qwen", ModelKind::kAutoregressive},
+                                                 {"dgemma", ModelKind::kDiffusion, true}};
+  EXPECT_EQ(route_chat(chat("hi", {{"steps", 8}}), only_uniform).model, 1u);
+}
+
 TEST(Route, RulesApplyInOrder) {
   // infill before diffusion fields before keywords before length.
   json body = {{"prompt", "rewrite"}, {"suffix", "x"}, {"steps", 4}, {"max_tokens", 999}};

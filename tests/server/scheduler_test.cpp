@@ -158,12 +158,12 @@ std::shared_ptr<Model> tiny_ar_model() {
 
 // Autoregressive jobs beside denoising ones, the two runners sharing one forward gate: every job gets what
 // dllm::generate gives it alone, and an AR job's updates grow by one token each.
-TEST(ArScheduler, MatchesGenerateAloneBesideADiffusionModel) {
+TEST(GenerateScheduler, MatchesGenerateAloneBesideADiffusionModel) {
   auto ar = tiny_ar_model();
   auto dllm = tiny_model();
   ForwardGate gate;
   Metrics ar_metrics, dllm_metrics;
-  ArScheduler ar_runner(*ar, ar_metrics, {16, 8}, &gate);
+  GenerateScheduler ar_runner(*ar, ar_metrics, {16, 8}, &gate);
   Scheduler dllm_runner(*dllm, dllm_metrics, {16, 8}, &gate);
   const std::vector<int32_t> prompt = {1, 2, 3, 4, 5};
   std::vector<GenerateParams> ar_params(3), dllm_params(2);
@@ -229,10 +229,10 @@ TEST(ArScheduler, MatchesGenerateAloneBesideADiffusionModel) {
   EXPECT_GT(dllm_metrics.forwards.load(), 0u);
 }
 
-TEST(ArScheduler, CancelledJobStopsAndTheNextRuns) {
+TEST(GenerateScheduler, CancelledJobStopsAndTheNextRuns) {
   auto ar = tiny_ar_model();
   Metrics metrics;
-  ArScheduler runner(*ar, metrics, {16, 8});
+  GenerateScheduler runner(*ar, metrics, {16, 8});
   GenerateParams p;
   p.gen_length = 200;
   p.stop_ids = std::vector<int32_t>{};
@@ -285,6 +285,90 @@ TEST(Scheduler, InfillJobAnswersItsWindow) {
   ASSERT_FALSE(job->error());
   EXPECT_EQ(job->result().outputs[0],
             std::vector<int32_t>(want.outputs[0].begin() + 3, want.outputs[0].begin() + 11));
+}
+
+std::shared_ptr<Model> tiny_canvas_model() {
+  LoadOptions o;
+  o.precision = Precision::kF32;
+  return Model::load(std::string(DLLM_SOURCE_DIR) + "/tests/data/dgemma/models/dgemma_tiny_f32", o).value();
+}
+
+// A uniform-state canvas model's jobs (DiffusionGemma) run through dllm::generate, a job's n rows as one
+// batch: each gets what generate gives it alone, cut to its window (max_tokens need not fill whole canvases),
+// and every update carries every row, final up to the committed canvases.
+TEST(GenerateScheduler, CanvasModelJobsMatchGenerateAlone) {
+  auto model = tiny_canvas_model();
+  ASSERT_TRUE(model->canvas_decoder());
+  const int64_t L = model->canvas_decoder()->canvas_length();
+  Metrics metrics;
+  GenerateScheduler runner(*model, metrics, {16, 8});
+  const std::vector<int32_t> prompt = {2, 339, 406, 14, 408, 238};
+  const int64_t window = 2 * L - 3;
+  const int n[] = {1, 2};
+  std::vector<GenerateParams> params(2);
+  std::vector<std::shared_ptr<Job>> jobs;
+  for (size_t i = 0; i < params.size(); ++i) {
+    params[i].seed = 1 + i;
+    params[i].uniform_state.max_new_tokens = window;
+    params[i].uniform_state.max_denoising_steps = 8;
+    jobs.push_back(std::make_shared<Job>(std::vector<std::vector<int32_t>>(n[i], prompt), params[i],
+                                         Updates::kAll, PromptRows::kBatched, Window{0, window}));
+    EXPECT_EQ(jobs.back()->rows, n[i]);
+    ASSERT_TRUE(runner.submit(jobs.back()));
+  }
+  uint64_t rows_run = 0;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    int64_t updates = 0, last_forwards = 0;
+    for (;;) {
+      Job::News news = jobs[i]->wait(std::chrono::milliseconds(1000));
+      for (const StepUpdate& u : news.updates) {
+        ++updates;
+        EXPECT_EQ(u.forwards, last_forwards + 1) << "one decoder forward per step";
+        last_forwards = u.forwards;
+        ASSERT_EQ(u.canvas.size(), static_cast<size_t>(n[i])) << "every row in each update";
+        for (int r = 0; r < n[i]; ++r) {
+          EXPECT_LE(static_cast<int64_t>(u.canvas[r].size()), window);
+          EXPECT_TRUE(u.final_prefix[r] % L == 0 || u.final_prefix[r] == window) << u.final_prefix[r];
+          EXPECT_EQ(u.final_prefix[r], std::min(u.block * L, window)) << "the committed canvases";
+        }
+      }
+      if (news.ended) break;
+    }
+    ASSERT_FALSE(jobs[i]->error()) << *jobs[i]->error();
+    GenerateResult want =
+        generate(*model, std::vector<std::vector<int32_t>>(n[i], prompt), params[i]).value();
+    ASSERT_EQ(want.outputs.size(), static_cast<size_t>(n[i]));
+    for (auto& row : want.outputs) row.resize(std::min<size_t>(row.size(), window));
+    EXPECT_EQ(jobs[i]->result().outputs, want.outputs) << "job " << i;
+    EXPECT_EQ(jobs[i]->result().forwards, want.forwards);
+    EXPECT_EQ(updates, want.forwards) << "an update per denoising step";
+    rows_run += static_cast<uint64_t>(want.forwards * n[i]);
+  }
+  EXPECT_EQ(metrics.forward_rows.load(), rows_run) << "a step's forward runs the job's rows";
+}
+
+TEST(GenerateScheduler, CancelledCanvasJobStopsAndTheNextRuns) {
+  auto model = tiny_canvas_model();
+  Metrics metrics;
+  GenerateScheduler runner(*model, metrics, {16, 8});
+  GenerateParams p;
+  p.uniform_state.max_new_tokens = 16;
+  p.uniform_state.max_denoising_steps = 100000;  // never stable: every step would run
+  p.uniform_state.stability_threshold = 1000;
+  auto long_job = std::make_shared<Job>(std::vector<std::vector<int32_t>>{{2, 3, 4}}, p, Updates::kLatest,
+                                        PromptRows::kBatched);
+  p.uniform_state.max_denoising_steps = 4;
+  auto short_job = std::make_shared<Job>(std::vector<std::vector<int32_t>>{{2, 3, 4}}, p, Updates::kNone,
+                                         PromptRows::kBatched);
+  ASSERT_TRUE(runner.submit(long_job));
+  ASSERT_TRUE(runner.submit(short_job));
+  long_job->wait(std::chrono::milliseconds(5000));  // its first step
+  long_job->cancel();
+  GenerateResult r = wait_for(*long_job);
+  EXPECT_TRUE(r.cancelled);
+  EXPECT_LT(r.forwards, 1000);
+  EXPECT_EQ(wait_for(*short_job).outputs[0].size(), 16u);
+  EXPECT_EQ(metrics.cancelled.load(), 1u);
 }
 
 }  // namespace
