@@ -11,6 +11,7 @@ PACKAGES=(
   libcli11-dev          # command-line parsing
   libpcre2-dev          # tokenizer pre-tokenizer regexes (JIT)
   libcpp-httplib-dev    # the HTTP server
+  libcurl4-openssl-dev libssl-dev  # models from the Hugging Face hub (-m org/name): HTTPS downloads, sha256 checks
   libvulkan-dev glslc mesa-vulkan-drivers  # the Vulkan backend: loader + headers, the shader compiler, lavapipe (CI's device)
   libgtest-dev libgmock-dev
   libbenchmark-dev      # kernel microbenchmarks (bench/micro)

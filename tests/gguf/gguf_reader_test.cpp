@@ -233,7 +233,7 @@ TEST(GgufModelErrors, NameTheKeyOrTensor) {
   };
   has(load_error([](GgufWriter& w, auto&) { w.set_string("general.architecture", "mamba"); }),
       "metadata 'general.architecture' = 'mamba' is not supported (supported: llada, dream, llada2, sdar, "
-      "llada-moe, qwen2, qwen3, llama)");
+      "llada-moe, qwen2, qwen3, llama, diffusion-gemma)");
   has(load_error([](GgufWriter& w, auto&) { w.set_uint32("llada.block_count", 4); }),
       "missing tensor 'blk.3.attn_norm.weight'");
   has(load_error([](GgufWriter& w, auto&) { w.set_uint32("llada.block_count", 2); }),

@@ -36,6 +36,9 @@ expect fail model denoise/denoiser.h
 expect fail model convert/gguf_convert.h
 expect fail denoise convert/gguf_convert.h
 expect ok convert model/family.h
+expect ok hub hub/hub.h
+expect fail hub io/gguf.h
+expect fail hub model/family.h
 if [ -d "$layers/vulkan" ]; then  # the Vulkan device layer sees core/ only (built where Vulkan and glslc are)
   expect ok vulkan vulkan/ops.h
   expect fail vulkan kernels/linear.h

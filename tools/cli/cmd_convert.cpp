@@ -62,7 +62,11 @@ void setup(CLI::App& app) {
          "the summary gives the file's real mix of types)")
       ->capture_default_str();
   cmd->add_flag("-q,--quiet", o->quiet, "No progress bar");
-  cmd->callback([o] { run_convert(*o); });
+  add_hub_options(cmd);
+  cmd->callback([o] {
+    o->model = resolve_model(o->model, o->quiet);  // a Hugging Face id -> its snapshot in the cache
+    run_convert(*o);
+  });
 }
 
 RegisterCommand registration("convert", setup);

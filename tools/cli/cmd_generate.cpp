@@ -312,7 +312,10 @@ void setup(CLI::App& app) {
       app.add_subcommand("generate",
                          "Generate a completion: denoise a masked canvas (diffusion models) or decode "
                          "token by token (autoregressive models: qwen2, qwen3, llama)");
-  cmd->add_option("-m,--model", o->model, "Model directory (Hugging Face layout) or .gguf file")
+  cmd->add_option(
+         "-m,--model", o->model,
+         "Model directory (Hugging Face layout), .gguf file, or Hugging Face id org/name[@revision][:quant] "
+         "(from the cache, downloaded into it when missing: docs/hub.md)")
       ->capture_default_str();
   cmd->add_option("--tokenizer", o->tokenizer,
                   "tokenizer.json, or a directory with it (+ tokenizer_config.json for --chat), when not the "
@@ -379,7 +382,12 @@ void setup(CLI::App& app) {
       "--visual", o->visual,
       "Redraw the canvas in place after each step (masks dimmed, new tokens highlighted), then print the "
       "final text; plain output when stdout is not a terminal");
-  cmd->callback([o] { run_generate(*o); });
+  add_hub_options(cmd);
+  cmd->callback([o] {
+    o->model = resolve_model(o->model, o->quiet || o->json);  // a Hugging Face id -> its files in the cache
+    if (!o->draft.empty()) o->draft = resolve_model(o->draft, o->quiet || o->json);
+    run_generate(*o);
+  });
 }
 
 RegisterCommand registration("generate", setup);

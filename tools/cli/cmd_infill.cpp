@@ -116,7 +116,11 @@ void setup(CLI::App& app) {
       "Print one JSON object: {text, ids (filled canvas), canvas (with mask ids), spans: [{begin, length, "
       "ids, text}], forwards, seconds, tokens_per_second}");
   cmd->add_flag("-q,--quiet", o->quiet, "No status lines on stderr");
-  cmd->callback([o] { run_infill(*o); });
+  add_hub_options(cmd);
+  cmd->callback([o] {
+    o->model = resolve_model(o->model, o->quiet || o->json);
+    run_infill(*o);
+  });
 }
 
 RegisterCommand registration("infill", setup);

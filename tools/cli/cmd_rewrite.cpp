@@ -175,7 +175,11 @@ void setup(CLI::App& app) {
                 "Print one JSON object: {text, span, span_ids, old_span, diff, tokens, forwards, refine: "
                 "[{remasked, changed}]}");
   cmd->add_flag("-q,--quiet", o->quiet, "No status lines on stderr");
-  cmd->callback([o] { run_rewrite(*o); });
+  add_hub_options(cmd);
+  cmd->callback([o] {
+    o->model = resolve_model(o->model, o->quiet || o->json);
+    run_rewrite(*o);
+  });
 }
 
 RegisterCommand registration("rewrite", setup);

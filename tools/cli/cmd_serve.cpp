@@ -83,14 +83,14 @@ void run_serve(ServeCliOptions& o) {
     if (name.empty()) name = i == 0 && !o.model_id.empty() ? o.model_id : name_of_path(path);
     server::ModelSpec spec;
     spec.name = name;
-    spec.path = path;
+    spec.path = resolve_model(path, s.quiet);  // a Hugging Face id -> its snapshot in the cache
     if (i == 0) spec.tokenizer_dir = o.tokenizer_dir;
     for (const auto& other : specs)
       if (other.name == name)
         fail("--model: two models are named '", name, "'; name them apart with --model NAME=PATH");
     if (name == "auto") fail("--model: 'auto' is the router's name; name the model otherwise (NAME=PATH)");
     const auto t0 = std::chrono::steady_clock::now();
-    spec.model = load_model_or_throw(path, parse_dtype(o.dtype), o.threads, s.quiet);
+    spec.model = load_model_or_throw(spec.path, parse_dtype(o.dtype), o.threads, s.quiet);
     spec.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     specs.push_back(std::move(spec));
   }
@@ -98,7 +98,8 @@ void run_serve(ServeCliOptions& o) {
   if (!o.drafts.empty() && (o.draft.tokens < 1 || o.draft.steps < 1 || o.draft.steps > o.draft.tokens))
     fail("--draft-tokens must be >= 1 and --draft-steps in [1, --draft-tokens]");
   for (const auto& arg : o.drafts) {
-    auto [name, path] = split_model_arg(arg);
+    auto [name, given] = split_model_arg(arg);
+    const std::string path = resolve_model(given, s.quiet);
     server::ModelSpec* target = nullptr;
     for (auto& spec : specs)
       if (name.empty() ? spec.model->info().autoregressive && !target : spec.name == name) target = &spec;
@@ -168,6 +169,7 @@ void setup(CLI::App& app) {
   add_weights_option(cmd);
   cmd->add_option("--dtype", o->dtype, kDtypeHelp)->capture_default_str();
   add_backend_options(cmd);
+  add_hub_options(cmd);
   cmd->add_option("-t,--threads", o->threads, "Threads for the model (0 = all cores)")->capture_default_str();
   // Request defaults (each can be overridden per request).
   cmd->add_option("--gen-length", s.policy.defaults.gen_length, "Default max_tokens")->capture_default_str();

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "hub/hub.h"
 #include "kernels/linear.h"
 #include "kernels/quant/linear_packed.h"
 #include "model/model_tokenizer.h"
@@ -191,14 +192,47 @@ void use_backend_flags(Model& model, bool quiet) {
   print_backend(model, quiet);
 }
 
-std::shared_ptr<Model> load_model_or_throw(const std::string& path, Precision precision, int threads,
+namespace {
+bool& offline_flag() {
+  static bool value = false;
+  return value;
+}
+std::string& hf_token_flag() {
+  static std::string value;
+  return value;
+}
+}  // namespace
+
+void add_hub_options(CLI::App* cmd) {
+  cmd->add_flag("--offline", offline_flag(),
+                "Never touch the network: a Hugging Face id (-m org/name) must be in the cache (as "
+                "HF_HUB_OFFLINE=1)");
+  cmd->add_option("--hf-token", hf_token_flag(),
+                  "Token for gated or private Hugging Face repositories (default: $HF_TOKEN, else the token "
+                  "`huggingface-cli login` stored)");
+}
+
+void apply_hub_flags(hub::HubSettings& settings) {
+  if (offline_flag()) settings.offline = true;
+  if (!hf_token_flag().empty()) settings.token = hf_token_flag();
+}
+
+std::string resolve_model(const std::string& path_or_id, bool quiet) {
+  hub::ResolveOptions o;
+  o.settings = hub::HubSettings::from_env();
+  apply_hub_flags(o.settings);
+  o.report.quiet = quiet;
+  o.report.terminal = stderr_is_terminal();
+  return hub::resolve_model_path(path_or_id, o);
+}
+
+std::shared_ptr<Model> load_model_or_throw(const std::string& given, Precision precision, int threads,
                                            bool quiet) {
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) {
-    if (path == default_model_path())
-      fail("no model given (-m DIR) and the demo model ", path, " is not present");
-    fail(path, ": no such file or directory");
-  }
+  if (given == default_model_path() && ::stat(given.c_str(), &st) != 0)
+    fail("no model given (-m DIR) and the demo model ", given, " is not present");
+  // Commands resolve -m first (the tokenizer beside the model needs the path too); this covers the others.
+  const std::string path = resolve_model(given, quiet);
   LoadOptions o;
   o.precision = precision;
   o.threads = threads;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "dllm/dllm.h"
+#include "hub/hub_ref.h"
 
 namespace CLI {
 class App;
@@ -43,6 +44,12 @@ std::string& backend_flag();
 int& device_flag();
 BackendKind parse_backend(const std::string& name);
 void use_backend_flags(Model& model, bool quiet);
+// -m / --model / --draft take a path, or a Hugging Face id org/name[@revision][:quant] (docs/hub.md): the model
+// from the Hugging Face cache, downloaded into it first (progress on stderr unless quiet) unless --offline.
+// add_hub_options registers --offline and --hf-token on a subcommand; resolve_model returns what to load.
+void add_hub_options(CLI::App* cmd);
+void apply_hub_flags(hub::HubSettings& settings);  // --offline, --hf-token over the environment's settings
+std::string resolve_model(const std::string& path_or_id, bool quiet);
 // Loads and prints one line about the model to stderr unless quiet.
 std::shared_ptr<Model> load_model_or_throw(const std::string& path, Precision precision, int threads,
                                            bool quiet);
