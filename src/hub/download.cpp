@@ -52,7 +52,9 @@ void fail_http(const HttpResponse& r, const std::string& endpoint, const std::st
   const std::string code = r.header("X-Error-Code");
   if (r.status == 0)
     fail("cannot reach ", endpoint, " for ", what, ": ", r.error,
-         " (no network? --offline / HF_HUB_OFFLINE=1 uses only the cache)");
+         r.error.find("certificate could not be verified") != std::string::npos
+             ? ""
+             : " (no network? --offline / HF_HUB_OFFLINE=1 uses only the cache)");
   if (code == "RepoNotFound" || (r.status == 404 && code.empty()))
     fail(what, ": no repository ", repo, " on ", endpoint, " (HTTP ", r.status,
          "; a private repository needs a token: HF_TOKEN or --hf-token)");

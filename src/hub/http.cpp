@@ -126,6 +126,9 @@ void perform(const std::string& url, bool head, const std::string& token, uint64
     }
   const CURLcode rc = curl_easy_perform(curl);
   if (rc != CURLE_OK && !ex.stopped) out.error = error[0] ? error : curl_easy_strerror(rc);
+  if (rc == CURLE_PEER_FAILED_VERIFICATION)
+    out.error = "the server's TLS certificate could not be verified (" + out.error +
+                "); for a private CA, set SSL_CERT_FILE or CURL_CA_BUNDLE to its certificate file";
   if (!ex.headers_done && out.error.empty() && !ex.stopped) out.error = "no answer";
   if (!ex.headers_done) out.status = 0;
   curl_slist_free_all(headers);

@@ -3,16 +3,18 @@
 # answers like the hub on 127.0.0.1 (HF_ENDPOINT), the cache is a temporary folder (HF_HUB_CACHE / HF_HOME).
 # A download (resumed after a dropped connection), a sharded checkpoint, a cache laid out as huggingface_hub lays
 # it out, :quant selection, a gated repository, a checksum mismatch, offline mode, two pulls at once, a write that
-# fails half-way and a cache that cannot be written; each error leaves the cache consistent.
+# fails half-way and a cache that cannot be written; each error leaves the cache consistent. The hub over HTTPS with
+# a certificate made here (trusted through SSL_CERT_FILE / CURL_CA_BUNDLE, refused without), and a hub id given to
+# convert, infill and serve.
 #
 #   tests/cli/hub.sh PATH/TO/dllm REPO_ROOT
 set -euo pipefail
 bin=$1
 root=$2
 tmp=$(mktemp -d)
-hub_pid=""
+pids=()  # the fake hubs and the server this script started
 cleanup() {
-  if [ -n "$hub_pid" ]; then kill "$hub_pid" 2>/dev/null || true; wait "$hub_pid" 2>/dev/null || true; fi
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -68,7 +70,7 @@ cat >"$tmp/hub.json" <<JSON
 }}
 JSON
 python3 "$root/tests/hub/fake_hub.py" "$tmp/hub.json" "$tmp/port" "$tmp/requests.log" 2>"$tmp/hub.err" &
-hub_pid=$!
+pids+=($!)
 for _ in $(seq 100); do [ -s "$tmp/port" ] && break; sleep 0.1; done
 [ -s "$tmp/port" ] || fail "the fake hub did not start: $(cat "$tmp/hub.err")"
 export HF_ENDPOINT="http://127.0.0.1:$(cat "$tmp/port")"
@@ -213,6 +215,59 @@ if [ "$(id -u)" != 0 ]; then
   HF_HUB_CACHE=$tmp/ro expect_error "cannot write the model cache" pull test/gguf:F16
 fi
 
+# HTTPS: the hub behind a self-signed certificate made here. Trusted through SSL_CERT_FILE or CURL_CA_BUNDLE, the
+# download (with its redirect to the storage host, also https) works; without it the run fails and says why.
+openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=127.0.0.1 \
+  -addext subjectAltName=IP:127.0.0.1,DNS:localhost -keyout "$tmp/key.pem" -out "$tmp/cert.pem" 2>"$tmp/openssl.err" ||
+  fail "openssl: $(cat "$tmp/openssl.err")"
+python3 "$root/tests/hub/fake_hub.py" "$tmp/hub.json" "$tmp/tls.port" "$tmp/tls.log" "$tmp/cert.pem" "$tmp/key.pem" \
+  2>"$tmp/tls.err" &
+pids+=($!)
+for _ in $(seq 100); do [ -s "$tmp/tls.port" ] && break; sleep 0.1; done
+[ -s "$tmp/tls.port" ] || fail "the TLS fake hub did not start: $(cat "$tmp/tls.err")"
+tls="https://127.0.0.1:$(cat "$tmp/tls.port")"
+unset CURL_CA_BUNDLE SSL_CERT_FILE
+HF_ENDPOINT=$tls HF_HUB_CACHE=$tmp/tlscache expect_error "certificate could not be verified.*SSL_CERT_FILE" pull test/gguf:Q8_0
+[ ! -e "$tmp/tlscache/models--test--gguf/blobs" ] || [ -z "$(ls "$tmp/tlscache/models--test--gguf/blobs")" ] ||
+  fail "the refused download left $(ls "$tmp/tlscache/models--test--gguf/blobs")"
+tpath=$(SSL_CERT_FILE=$tmp/cert.pem HF_ENDPOINT=$tls HF_HUB_CACHE=$tmp/tlscache "$bin" pull -q test/gguf:Q8_0 2>&1) ||
+  fail "pull over https with SSL_CERT_FILE: $tpath"
+cmp -s "$tpath" "$gguf/llada_tiny_q8_0.gguf" || fail "the https download differs"
+grep -q "GET /cdn/.*llada_tiny_q8_0.gguf" "$tmp/tls.log" || fail "no storage download over https: $(cat "$tmp/tls.log")"
+rm -rf "$tmp/tlscache"
+CURL_CA_BUNDLE=$tmp/cert.pem HF_ENDPOINT=$tls HF_HUB_CACHE=$tmp/tlscache "$bin" pull -q test/gguf:Q8_0 >/dev/null ||
+  fail "pull over https with CURL_CA_BUNDLE"
+
+# A hub id given to the other commands, from the cache with no network: convert, infill, serve.
+export HF_HUB_OFFLINE=1
+"$bin" convert -m test/demo -o "$tmp/hub_q8.gguf" --type q8_0 -q 2>"$tmp/convert.err" ||
+  fail "convert -m test/demo: $(cat "$tmp/convert.err")"
+# The same file as converting the demo folder under the snapshot's name (general.name is the folder's name).
+ln -s "$(cd "$demo" && pwd)" "$tmp/$commit"
+"$bin" convert -m "$tmp/$commit" -o "$tmp/demo_q8.gguf" --type q8_0 -q 2>/dev/null
+cmp -s "$tmp/hub_q8.gguf" "$tmp/demo_q8.gguf" || fail "convert -m test/demo differs from converting $demo"
+infill() {  # infill MODEL -> the filled canvas of a fixed text
+  "$bin" infill -m "$1" --text "The cat <|mask:4|> on the mat." --steps 4 --json -q |
+    python3 -c "import json, sys; print(json.load(sys.stdin)['ids'])"
+}
+filled=$(infill test/demo 2>&1) || fail "infill -m test/demo: $filled"
+[ "$filled" = "$(infill "$demo")" ] || fail "infill -m test/demo gave $filled, not $(infill "$demo")"
+"$bin" serve --model test/demo --port 0 2>"$tmp/serve.log" &
+serve_pid=$!
+pids+=($serve_pid)
+url=""
+for _ in $(seq 100); do
+  url=$(sed -n 's/.*listening on \(http:[^ ]*\).*/\1/p' "$tmp/serve.log" | head -n1)
+  [ -n "$url" ] && break
+  kill -0 "$serve_pid" 2>/dev/null || fail "serve --model test/demo exited: $(cat "$tmp/serve.log")"
+  sleep 0.1
+done
+[ -n "$url" ] || fail "serve --model test/demo did not start: $(cat "$tmp/serve.log")"
+health=$(curl -sf "$url/health") || fail "serve --model test/demo: /health did not answer"
+kill "$serve_pid"
+wait "$serve_pid" 2>/dev/null || true
+unset HF_HUB_OFFLINE
+
 models=$("$bin" models --json)
 python3 - "$models" <<'PY' || fail "dllm models --json: $models"
 import json, sys
@@ -220,4 +275,4 @@ m = {r["repo"]: r for r in json.loads(sys.argv[1])}
 assert m["test/demo"]["bytes"] > 14_000_000 and m["test/demo"]["refs"]["main"], m["test/demo"]
 assert m["test/gguf"]["partial_bytes"] == 0, m["test/gguf"]
 PY
-echo "hub: ok (download with resume, sharded, huggingface_hub cache, :quant, gated, checksum, offline, lock, full disk, read-only cache)"
+echo "hub: ok (download with resume, sharded, huggingface_hub cache, :quant, gated, checksum, offline, lock, full disk, read-only cache, https, convert/infill/serve)"

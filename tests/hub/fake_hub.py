@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """A local stand-in for the Hugging Face hub, for tests without the internet (docs/hub.md lists what it imitates).
 
-    fake_hub.py CONFIG.json PORT_FILE LOG_FILE
+    fake_hub.py CONFIG.json PORT_FILE LOG_FILE [CERT.pem KEY.pem]
+
+With CERT and KEY it answers over TLS (https, the storage redirect too).
 
 CONFIG: {"token": "secret", "repos": {"org/name": {"files": {"name in repo": "local path"}, "lfs": [names],
          "gated": bool, "corrupt": [names], "drop": {name: times}, "delay": {name: seconds}}}}
 
   GET  /api/models/{org}/{name}[/revision/{rev}]  -> {"id", "sha", "siblings": [{"rfilename"}], "gated"}
   HEAD|GET /{org}/{name}/resolve/{rev}/{file}      -> a small (git) file: 200, ETag = its git blob sha1;
-       an LFS file: 302 to http://localhost:PORT/cdn/... (another host name than 127.0.0.1) with X-Linked-Etag =
+       an LFS file: 302 to http(s)://localhost:PORT/cdn/... (another host name than 127.0.0.1) with X-Linked-Etag =
        its sha256 and X-Linked-Size; X-Repo-Commit on both; 401 (no token) / 403 (another token) for a gated
        repository, 404 with X-Error-Code RepoNotFound / RevisionNotFound / EntryNotFound.
   GET  /cdn/{sha256}?r=...&f=...                   -> the content, Range: bytes=N- answered 206; a request that
@@ -109,7 +111,8 @@ class Hub(BaseHTTPRequestHandler):
             common = {"X-Repo-Commit": repo["commit"]}
             if f["lfs"]:
                 host = "localhost:%d" % self.server.server_address[1]
-                where = "http://%s/cdn/%s?%s" % (host, f["etag"], urllib.parse.urlencode({"r": name, "f": fname}))
+                where = "%s://%s/cdn/%s?%s" % (scheme, host, f["etag"],
+                                               urllib.parse.urlencode({"r": name, "f": fname}))
                 return self.answer(302, dict(common, **{"Location": where, "X-Linked-Etag": '"%s"' % f["etag"],
                                                         "X-Linked-Size": str(len(f["data"])),
                                                         "ETag": '"cdn-%s"' % f["etag"][:8]}))
@@ -161,6 +164,13 @@ class Hub(BaseHTTPRequestHandler):
 
 
 server = ThreadingHTTPServer(("127.0.0.1", 0), Hub)
+scheme = "http"
+if len(sys.argv) > 5:
+    import ssl  # noqa: E402
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(sys.argv[4], sys.argv[5])
+    server.socket = tls.wrap_socket(server.socket, server_side=True)
+    scheme = "https"
 server.daemon_threads = True
 with open(port_file + ".tmp", "w") as f:
     f.write(str(server.server_address[1]))
