@@ -8,8 +8,8 @@
 #include <set>
 
 #include "io/checkpoint.h"
-#include "kernels/linear.h"
 #include "io/safetensors.h"
+#include "kernels/linear.h"
 #include "model/diffusion_gemma.h"
 #include "model/random_model.h"
 #include "model/transformer.h"
@@ -140,7 +140,8 @@ TEST(Family, RandomModelsFollowTheTable) {
   int parsed = 0;
   for (const auto& s : known_shapes()) {
     if (s.family == "diffusion_gemma") {  // not the shared Transformer: its own parser
-      const Checkpoint described("shape " + s.name, nlohmann::json::parse(s.config), nlohmann::json::object());
+      const Checkpoint described("shape " + s.name, nlohmann::json::parse(s.config),
+                                 nlohmann::json::object());
       EXPECT_GT(parse_diffusion_gemma_config(described).info.n_layers, 0) << s.name;
       ++parsed;
       continue;

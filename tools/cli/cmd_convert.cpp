@@ -36,7 +36,8 @@ void run_convert(const ConvertOptions& o) {
   if (!o.quiet) {
     std::fprintf(stderr, "\n");
     // Each fallback by name, as llama-quantize reports them.
-    for (const ConvertFallback& f : r.fallbacks) std::fprintf(stderr, "dllm: %s\n", describe_fallback(f).c_str());
+    for (const ConvertFallback& f : r.fallbacks)
+      std::fprintf(stderr, "dllm: %s\n", describe_fallback(f).c_str());
     std::fprintf(stderr, "dllm: wrote %s (%s, %zu tensors, %.1f MB, requested type %s): %s\n", o.out.c_str(),
                  r.architecture.c_str(), r.tensors, static_cast<double>(r.bytes) / 1e6, o.type.c_str(),
                  describe_type_mix(r.tensors_by_type).c_str());
@@ -58,7 +59,8 @@ void setup(CLI::App& app) {
   cmd->add_option(
          "--type", o->type,
          "Type of the 2-D weights: f32 | f16 | bf16 | q8_0 | q4_0 | q4_k | q6_k (norms stay f32; rows that "
-         "are not whole blocks fall back: q4_k -> q4_0 -> f16, q8_0 / q6_k -> f16; each fallback is named and "
+         "are not whole blocks fall back: q4_k -> q4_0 -> f16, q8_0 / q6_k -> f16; each fallback is named "
+         "and "
          "the summary gives the file's real mix of types)")
       ->capture_default_str();
   cmd->add_flag("-q,--quiet", o->quiet, "No progress bar");

@@ -26,7 +26,8 @@ std::string loadavg();
 // The --dtype help, one text for every command.
 inline constexpr const char* kDtypeHelp =
     "Weights and products: auto (the checkpoint's own precision: f32 files run f32, the exact path; bf16 "
-    "files bf16; f16 files f16) | f32 (exact: f32 weights and products) | bf16 (bf16 weights, f16 ones rounded "
+    "files bf16; f16 files f16) | f32 (exact: f32 weights and products) | bf16 (bf16 weights, f16 ones "
+    "rounded "
     "to bf16: half the memory; bf16 products with AVX512_BF16, f32 products on the bf16 weights elsewhere) | "
     "f16 (f16 weights, f32 and bf16 ones rounded to f16; f32 activations and products)";
 WeightFormat parse_weights(const std::string& name);  // "auto" | "f32" | "q8"
@@ -37,16 +38,17 @@ std::string& experts_flag();  // --experts first-use | load | in-place
 ExpertPacking parse_experts(const std::string& name);
 std::string& prepare_flag();  // --prepare background | load | never
 WeightLayout parse_prepare(const std::string& name);
-// --backend cpu|vulkan and --device N (generate, infill, rewrite, serve, bench); load_model_or_throw loads with
-// them, and use_backend_flags moves a model made another way (bench's random models) onto them.
+// --backend cpu|vulkan and --device N (generate, infill, rewrite, serve, bench); load_model_or_throw loads
+// with them, and use_backend_flags moves a model made another way (bench's random models) onto them.
 void add_backend_options(CLI::App* cmd);
 std::string& backend_flag();
 int& device_flag();
 BackendKind parse_backend(const std::string& name);
 void use_backend_flags(Model& model, bool quiet);
-// -m / --model / --draft take a path, or a Hugging Face id org/name[@revision][:quant] (docs/hub.md): the model
-// from the Hugging Face cache, downloaded into it first (progress on stderr unless quiet) unless --offline.
-// add_hub_options registers --offline and --hf-token on a subcommand; resolve_model returns what to load.
+// -m / --model / --draft take a path, or a Hugging Face id org/name[@revision][:quant] (docs/hub.md): the
+// model from the Hugging Face cache, downloaded into it first (progress on stderr unless quiet) unless
+// --offline. add_hub_options registers --offline and --hf-token on a subcommand; resolve_model returns what
+// to load.
 void add_hub_options(CLI::App* cmd);
 void apply_hub_flags(hub::HubSettings& settings);  // --offline, --hf-token over the environment's settings
 std::string resolve_model(const std::string& path_or_id, bool quiet);

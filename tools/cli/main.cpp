@@ -28,7 +28,9 @@ int main(int argc, char** argv) {
   // of a LLaDA-8B-shaped forward. Served from the heap and kept there, the pages are reused.
   mallopt(M_MMAP_THRESHOLD, 1 << 30);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
-  CLI::App app{"dllm: run diffusion language models (LLaDA, Dream) on CPU"};
+  CLI::App app{
+      "dllm: run diffusion language models (LLaDA, Dream, LLaDA2, SDAR, LLaDA-MoE, DiffusionGemma) and "
+      "autoregressive ones on CPUs and Vulkan GPUs, from local files or the Hugging Face hub"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "dllm 0.1.0");
   auto& registry = command_registry();
