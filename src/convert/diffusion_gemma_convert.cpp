@@ -98,29 +98,23 @@ ConvertResult convert_diffusion_gemma(Checkpoint& ck, const std::string& out_pat
   hf.config.info = m;
   convert_parts::write_tokenizer(w, ck.dir(), hf);
 
-  for (const auto& e : entries) w.add_tensor(e.name, e.dims, e.type);
-  ConvertProgress p;
-  p.tensors = entries.size();
-  p.total_bytes = w.total_bytes();
+  std::vector<std::string> tensor_names;
+  std::vector<GgmlType> types;
+  for (const auto& e : entries) {
+    w.add_tensor(e.name, e.dims, e.type);
+    tensor_names.push_back(e.name);
+    types.push_back(e.type);
+  }
   std::vector<float> f32;
-  w.write(out_path, [&](size_t i, std::vector<uint8_t>& out) {
-    const Entry& e = entries[i];
-    p.tensor = i;
-    p.name = e.name;
-    if (progress) progress(p);
-    out.resize(w.tensor_bytes(i));
-    f32.resize(static_cast<size_t>(e.source->numel()));
-    convert_to_f32(e.source->dtype, e.source->data, f32.data(), f32.size());
-    quant::quantize(e.type, f32.data(), out.data(), e.source->numel());
-    p.bytes += out.size();
-  });
-  p.tensor = entries.size();
-  p.name.clear();
-  if (progress) progress(p);
-  result.tensors = entries.size();
-  result.bytes = w.total_bytes();
-  result.fallback_tensors = result.fallbacks.size();
-  for (const auto& e : entries) ++result.tensors_by_type[convert_parts::type_name(e.type)];
+  convert_parts::write_tensors(
+      w, out_path, tensor_names, types,
+      [&](size_t i, uint8_t* out) {
+        const Entry& e = entries[i];
+        f32.resize(static_cast<size_t>(e.source->numel()));
+        convert_to_f32(e.source->dtype, e.source->data, f32.data(), f32.size());
+        quant::quantize(e.type, f32.data(), out, e.source->numel());
+      },
+      progress, result);
   return result;
 }
 

@@ -214,6 +214,28 @@ GgmlType weight_type(GgmlType want, int64_t cols) {
 void write_tokenizer(GgufWriter& w, const std::string& dir, const HfModel& hf) {
   dllm::write_tokenizer(w, dir, hf);
 }
+void write_tensors(const GgufWriter& w, const std::string& path, const std::vector<std::string>& names,
+                   const std::vector<GgmlType>& types, const std::function<void(size_t, uint8_t*)>& fill,
+                   const std::function<void(const ConvertProgress&)>& progress, ConvertResult& result) {
+  ConvertProgress p;
+  p.tensors = names.size();
+  p.total_bytes = w.total_bytes();
+  w.write(path, [&](size_t i, std::vector<uint8_t>& out) {
+    p.tensor = i;
+    p.name = names[i];
+    if (progress) progress(p);
+    out.resize(w.tensor_bytes(i));
+    fill(i, out.data());
+    p.bytes += out.size();
+  });
+  p.tensor = names.size();
+  p.name.clear();
+  if (progress) progress(p);
+  result.tensors = names.size();
+  result.bytes = w.total_bytes();
+  result.fallback_tensors = result.fallbacks.size();
+  for (GgmlType t : types) ++result.tensors_by_type[dllm::type_name(t)];
+}
 }  // namespace convert_parts
 
 std::string describe_type_mix(const std::map<std::string, size_t>& by_type) {
@@ -342,42 +364,35 @@ ConvertResult convert_hf_to_gguf(const std::string& hf_dir, const std::string& o
   if (m.block_size > 0) w.set_uint32("diffusion.block_length", static_cast<uint32_t>(m.block_size));
   dllm::write_tokenizer(w, hf_dir, hf);
 
-  for (const auto& e : entries) w.add_tensor(e.name, e.dims, e.type);
-
-  ConvertProgress p;
-  p.tensors = entries.size();
-  p.total_bytes = w.total_bytes();
+  std::vector<std::string> names;
+  std::vector<GgmlType> types;
+  for (const auto& e : entries) {
+    w.add_tensor(e.name, e.dims, e.type);
+    names.push_back(e.name);
+    types.push_back(e.type);
+  }
   std::vector<float> f32;
-  w.write(out_path, [&](size_t i, std::vector<uint8_t>& out) {
-    const Entry& e = entries[i];
-    p.tensor = i;
-    p.name = e.name;
-    if (progress) progress(p);
-    out.resize(w.tensor_bytes(i));
-    // Source by source (one expert at a time): each is whole rows, so its blocks start at a row boundary.
-    size_t at = 0;
-    for (const TensorView* source : e.sources) {
-      const int64_t n = source->numel(), cols = e.dims[0], rows = n / cols;
-      f32.resize(static_cast<size_t>(n));
-      convert_to_f32(source->dtype, source->data, f32.data(), f32.size());
-      if (e.permute_heads > 0) {
-        const auto permuted =
-            permute_rope_rows(reinterpret_cast<const uint8_t*>(f32.data()), cols * sizeof(float), rows,
-                              e.permute_heads, /*to_gguf=*/true, e.name);
-        std::memcpy(f32.data(), permuted.data(), permuted.size());
-      }
-      quant::quantize(e.type, f32.data(), out.data() + at, n);
-      at += ggml_row_bytes(e.type, cols) * static_cast<size_t>(rows);
-    }
-    p.bytes += out.size();
-  });
-  p.tensor = entries.size();
-  p.name.clear();
-  if (progress) progress(p);
-  result.tensors = entries.size();
-  result.bytes = w.total_bytes();
-  result.fallback_tensors = result.fallbacks.size();
-  for (const auto& e : entries) ++result.tensors_by_type[type_name(e.type)];
+  convert_parts::write_tensors(
+      w, out_path, names, types,
+      [&](size_t i, uint8_t* out) {
+        const Entry& e = entries[i];
+        // Source by source (one expert at a time): each is whole rows, so its blocks start at a row boundary.
+        size_t at = 0;
+        for (const TensorView* source : e.sources) {
+          const int64_t n = source->numel(), cols = e.dims[0], rows = n / cols;
+          f32.resize(static_cast<size_t>(n));
+          convert_to_f32(source->dtype, source->data, f32.data(), f32.size());
+          if (e.permute_heads > 0) {
+            const auto permuted =
+                permute_rope_rows(reinterpret_cast<const uint8_t*>(f32.data()), cols * sizeof(float), rows,
+                                  e.permute_heads, /*to_gguf=*/true, e.name);
+            std::memcpy(f32.data(), permuted.data(), permuted.size());
+          }
+          quant::quantize(e.type, f32.data(), out + at, n);
+          at += ggml_row_bytes(e.type, cols) * static_cast<size_t>(rows);
+        }
+      },
+      progress, result);
   return result;
 }
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "convert/gguf_convert.h"
 #include "io/checkpoint.h"
@@ -25,6 +26,12 @@ struct HfModel {
 uint32_t file_type_of(GgmlType t);                  // general.file_type of a file of `t` weights
 std::string type_name(GgmlType t);                  // "Q4_K"
 GgmlType weight_type(GgmlType want, int64_t cols);  // `want`, or the fallback where rows are not whole blocks
+// Writes the tensors added to `w` to `path`: fill(i, out) writes tensor i's tensor_bytes(i) bytes, progress
+// is reported before each tensor and at the end; then result's totals (tensors, bytes, fallback count, the
+// count per written type).
+void write_tensors(const GgufWriter& w, const std::string& path, const std::vector<std::string>& names,
+                   const std::vector<GgmlType>& types, const std::function<void(size_t, uint8_t*)>& fill,
+                   const std::function<void(const ConvertProgress&)>& progress, ConvertResult& result);
 // tokenizer.json (when the directory has one) as llama.cpp's tokenizer.ggml.* keys.
 void write_tokenizer(GgufWriter& w, const std::string& dir, const HfModel& hf);
 

@@ -34,13 +34,13 @@ struct XorShift {
 };
 
 // Random blocks of `type` with fixed scales, so that values spread about +-`amplitude`.
-void random_blocks(GgmlType type, XorShift& rng, float amplitude, std::vector<uint8_t>& out) {
-  rng.fill(out.data(), out.size());
+void random_blocks(GgmlType type, XorShift& rng, float amplitude, uint8_t* out, size_t bytes) {
+  rng.fill(out, bytes);
   const GgmlTypeInfo* info = ggml_type_info(static_cast<uint32_t>(type));
-  const size_t blocks = out.size() / info->block_bytes;
+  const size_t blocks = bytes / info->block_bytes;
   auto half = [](float v) { return f32_to_f16(v); };
   for (size_t b = 0; b < blocks; ++b) {
-    uint8_t* block = out.data() + b * info->block_bytes;
+    uint8_t* block = out + b * info->block_bytes;
     if (type == GgmlType::kQ8_0) {
       const uint16_t d = half(amplitude / 127);
       std::memcpy(block, &d, 2);
@@ -99,38 +99,32 @@ ConvertResult write_random_diffusion_gemma_gguf(const nlohmann::json& config, Gg
   w.set_uint32(a + "expert_count", static_cast<uint32_t>(c.info.n_experts));
   w.set_uint32(a + "expert_used_count", static_cast<uint32_t>(c.info.n_experts_used));
   w.set_string(kDiffusionGemmaConfigKey, config.dump());
-  for (const auto& e : entries) w.add_tensor(e.name, e.dims, e.type);
-
+  std::vector<std::string> tensor_names;
+  std::vector<GgmlType> types;
+  for (const auto& e : entries) {
+    w.add_tensor(e.name, e.dims, e.type);
+    tensor_names.push_back(e.name);
+    types.push_back(e.type);
+  }
   XorShift rng{seed * 2654435761u + 88172645463325252ull};
-  ConvertProgress p;
-  p.tensors = entries.size();
-  p.total_bytes = w.total_bytes();
-  w.write(path, [&](size_t i, std::vector<uint8_t>& out) {
-    const Entry& e = entries[i];
-    p.tensor = i;
-    p.name = e.name;
-    if (progress) progress(p);
-    out.resize(w.tensor_bytes(i));
-    // Matrices spread like a trained checkpoint's (about 1/sqrt(fan_in)); vectors constant.
-    const float amplitude = e.matrix ? 1.7f / std::sqrt(static_cast<float>(e.dims[0])) : 0;
-    if (e.type == GgmlType::kQ8_0 || e.type == GgmlType::kQ4_0 || e.type == GgmlType::kQ4_K) {
-      random_blocks(e.type, rng, amplitude, out);
-    } else if (e.type == GgmlType::kBF16) {
-      auto* v = reinterpret_cast<uint16_t*>(out.data());
-      for (size_t j = 0; j < out.size() / 2; ++j) v[j] = f32_to_bf16(rng.uniform(amplitude));
-    } else {
-      auto* v = reinterpret_cast<float*>(out.data());
-      for (size_t j = 0; j < out.size() / 4; ++j) v[j] = e.matrix ? rng.uniform(amplitude) : e.fill;
-    }
-    p.bytes += out.size();
-  });
-  p.tensor = entries.size();
-  p.name.clear();
-  if (progress) progress(p);
-  result.tensors = entries.size();
-  result.bytes = w.total_bytes();
-  result.fallback_tensors = result.fallbacks.size();
-  for (const auto& e : entries) ++result.tensors_by_type[convert_parts::type_name(e.type)];
+  convert_parts::write_tensors(
+      w, path, tensor_names, types,
+      [&](size_t i, uint8_t* out) {
+        const Entry& e = entries[i];
+        const size_t bytes = w.tensor_bytes(i);
+        // Matrices spread like a trained checkpoint's (about 1/sqrt(fan_in)); vectors constant.
+        const float amplitude = e.matrix ? 1.7f / std::sqrt(static_cast<float>(e.dims[0])) : 0;
+        if (e.type == GgmlType::kQ8_0 || e.type == GgmlType::kQ4_0 || e.type == GgmlType::kQ4_K) {
+          random_blocks(e.type, rng, amplitude, out, bytes);
+        } else if (e.type == GgmlType::kBF16) {
+          auto* v = reinterpret_cast<uint16_t*>(out);
+          for (size_t j = 0; j < bytes / 2; ++j) v[j] = f32_to_bf16(rng.uniform(amplitude));
+        } else {
+          auto* v = reinterpret_cast<float*>(out);
+          for (size_t j = 0; j < bytes / 4; ++j) v[j] = e.matrix ? rng.uniform(amplitude) : e.fill;
+        }
+      },
+      progress, result);
   return result;
 }
 
